@@ -1,0 +1,51 @@
+"""The `harness` command. Thin: each feature module registers its own subcommands.
+
+Exit codes: 0 ok, 1 checks failed (or the engine failed), 2 bad input / refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness import __version__
+from harness.errors import HarnessError
+
+# Each module has register(subparsers); a subcommand's handler takes the parsed args and returns an exit code.
+COMMAND_MODULES = (
+    "harness.commands",
+    "harness.blocks.cli",
+    "harness.conformance.cli",
+    "harness.golden.cli",
+    "harness.load.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"harness: error: {exc.one_line()}", file=sys.stderr)
+        tail = getattr(exc, "log_tail", "")
+        if tail:
+            print("--- engine log (tail) ---", file=sys.stderr)
+            print(tail.rstrip(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130

@@ -1,5 +1,124 @@
-"""Subcommands of this feature (filled in by its issue)."""
+"""`harness blocks ...`: capacity planner, waste calculator, simulator and live cross-check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from harness.errors import UsageError
+
+__all__ = ["register"]
+
+
+def _emit(obj) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def _capacity(args) -> int:
+    from harness.blocks import capacity as c
+
+    shape = c.model_shape(c.read_model_config(args.model))
+    cap = c.plan(shape, c.parse_bytes(args.kv_bytes), args.block_size, dtype=args.dtype,
+                 kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=args.tensor_parallel_size,
+                 num_gpu_blocks_override=args.num_gpu_blocks_override)
+    out = cap.to_dict()
+    lengths = list(args.length or [])
+    if args.max_model_len:
+        lengths.append(args.max_model_len)
+    if lengths:
+        out["max_concurrency"] = c.max_concurrency(cap, lengths)
+    _emit(out)
+    return 0
+
+
+def _waste(args) -> int:
+    from harness.blocks import waste as w
+
+    try:
+        rep = w.waste_report(args.min, args.max, args.block_size, args.reserve or [],
+                             sample_size=args.sample, seed=args.seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _emit(rep.to_dict())
+    else:
+        print(w.render(rep))
+    return 0
+
+
+def _simulate(args) -> int:
+    from harness.blocks import scenario, simulate
+
+    sc = scenario.load(args.scenario)
+    overrides = {k: v for k, v in (("num_blocks", args.num_blocks), ("block_size", args.block_size),
+                                   ("max_num_seqs", args.max_num_seqs),
+                                   ("max_num_batched_tokens", args.max_num_batched_tokens)) if v}
+    result = simulate.run(sc, **overrides)
+    _emit(result.summary(timeline=args.timeline))
+    return 0
+
+
+def _crosscheck(args) -> int:
+    from harness.blocks import live
+
+    verdicts = live.crosscheck(args.url, args.model, served_name=args.served_name, dtype=args.dtype,
+                               kv_bytes=args.kv_bytes, checks=args.check or None)
+    _emit([v.to_dict() for v in verdicts])
+    return 0 if all(v.agree for v in verdicts if v.agree is not None) else 1
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {n}")
+    return n
 
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("blocks", help="PagedAttention block math: capacity, waste, simulation, live check")
+    bsub = p.add_subparsers(dest="blocks_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    c = bsub.add_parser("capacity", help="KV blocks/tokens for a model config (vLLM 0.11.0 formula)")
+    c.add_argument("--model", required=True, help="model directory (or its config.json)")
+    c.add_argument("--kv-bytes", required=True, help="KV memory: bytes or 1GiB / 512MiB")
+    c.add_argument("--block-size", type=_positive, required=True)
+    c.add_argument("--dtype", default="auto", help="engine --dtype (auto: float32 checkpoints -> bfloat16 on CPU)")
+    c.add_argument("--kv-cache-dtype", default="auto", help="auto (= model dtype) or fp8")
+    c.add_argument("--tensor-parallel-size", type=_positive, default=1)
+    c.add_argument("--num-gpu-blocks-override", type=_positive)
+    c.add_argument("--max-model-len", type=_positive, help="adds max concurrency at this length")
+    c.add_argument("--length", type=_positive, action="append", help="request length (repeatable)")
+    c.set_defaults(func=_capacity)
+
+    w = bsub.add_parser("waste", help="rounding waste and utilisation for uniform lengths min..max")
+    w.add_argument("--min", type=_positive, required=True)
+    w.add_argument("--max", type=_positive, required=True)
+    w.add_argument("--block-size", type=_positive, required=True)
+    w.add_argument("--reserve", type=_positive, action="append", help="max-length reservation to compare")
+    w.add_argument("--sample", type=int, default=0, help="random sample size for the sample aggregate")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=_waste)
+
+    s = bsub.add_parser("simulate", help="replay a scenario through a continuous-batching scheduler")
+    s.add_argument("scenario")
+    s.add_argument("--num-blocks", type=_positive, help="override the scenario's engine.num_blocks")
+    s.add_argument("--block-size", type=_positive)
+    s.add_argument("--max-num-seqs", type=_positive)
+    s.add_argument("--max-num-batched-tokens", type=_positive)
+    s.add_argument("--timeline", action="store_true", help="include the per-step timeline")
+    s.set_defaults(func=_simulate)
+
+    x = bsub.add_parser("crosscheck", help="compare predictions with a running vLLM 0.11.0 (127.0.0.1 only)")
+    x.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    x.add_argument("--model", required=True, help="the engine's model directory")
+    x.add_argument("--served-name", help="served model name (default: first of /v1/models)")
+    x.add_argument("--dtype", default="auto", help="the --dtype the engine was started with")
+    x.add_argument("--kv-bytes", help="KV bytes (default: cpu_kvcache_space_bytes from /metrics)")
+    x.add_argument("--check", action="append",
+                   choices=["num_blocks", "usage", "prefix_hits", "preemptions"], help="subset (repeatable)")
+    x.set_defaults(func=_crosscheck)

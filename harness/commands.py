@@ -1,5 +1,204 @@
 """Foundation subcommands: validate, install, model, up, ps, down, pin, run."""
 
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.manifest import DEFAULT_MANIFEST, load_manifest
+
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("validate", help="validate a manifest (schema, lock, pins)")
+    p.add_argument("manifest")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("install", help="build or verify the pinned engine environment")
+    p.add_argument("manifest")
+    p.set_defaults(func=cmd_install)
+
+    p = sub.add_parser("model", help="the embedded reference model")
+    msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+    b = msub.add_parser("build", help="write the reference tiny model (byte-identical everywhere)")
+    b.add_argument("dir")
+    b.add_argument("--force", action="store_true")
+    b.set_defaults(func=cmd_model_build)
+    h = msub.add_parser("hash", help="print a model directory's content hash")
+    h.add_argument("dir")
+    h.set_defaults(func=cmd_model_hash)
+
+    p = sub.add_parser("up", help="run the engine in the foreground until Ctrl-C / SIGTERM")
+    p.add_argument("manifest", nargs="?", default=str(DEFAULT_MANIFEST))
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("ps", help="list engines started by harness on this machine")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_ps)
+
+    p = sub.add_parser("down", help="stop engines started by harness (by run id, or --all)")
+    p.add_argument("run_id", nargs="*")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("pin", help="write the digest of the locally present image into a docker manifest")
+    p.add_argument("manifest")
+    p.set_defaults(func=cmd_pin)
+
+    p = sub.add_parser("run", help="the main job: install, verify, launch, check, report, stop")
+    p.add_argument("manifest", nargs="?", default=str(DEFAULT_MANIFEST))
+    p.add_argument("--out", help="report directory (default reports/<run-id>)")
+    p.add_argument("--skip", action="append", default=[], help="skip a stage (conformance, golden, load)")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_validate(args) -> int:
+    m = load_manifest(args.manifest)
+    rt = f"python {m.runtime.python.version}, lock {m.runtime.python.lock}" if m.runtime.python else (
+        f"docker {m.runtime.docker.image}@{m.runtime.docker.digest}"
+    )
+    print(f"ok: {args.manifest}: {m.engine.kind} {m.engine.version}; {rt}; model {m.model.source} {m.model.sha256[:12]}")
+    return 0
+
+
+def cmd_install(args) -> int:
+    from harness.envs import ensure_env
+
+    m = load_manifest(args.manifest)
+    if m.runtime.python is None:
+        print(f"{args.manifest}: docker runtime; nothing to install (the image must be present locally)")
+        return 0
+    env = ensure_env(m)
+    print(f"ready: {env.path} (lock sha256 {env.lock_hash})")
+    return 0
+
+
+def cmd_model_build(args) -> int:
+    from harness.tinymodel import build_reference_model
+
+    print(build_reference_model(Path(args.dir), force=args.force))
+    return 0
+
+
+def cmd_model_hash(args) -> int:
+    from harness.hashing import tree_hash
+
+    print(tree_hash(args.dir))
+    return 0
+
+
+def _identity_line(identity: dict) -> str:
+    pin = f"lock {identity['lock_sha256'][:12]}" if "lock_sha256" in identity else f"image {identity.get('image_digest')}"
+    return (
+        f"verified: {identity['engine']} {identity['version']}, model {identity['model_hash'][:12]}, {pin}, "
+        f"served as {identity['served_name']} (ready in {identity['ready_seconds']} s)"
+    )
+
+
+def cmd_up(args) -> int:
+    import signal
+    import time
+
+    from harness.launch.session import launch
+
+    with launch(args.manifest) as engine:
+        print(_identity_line(engine.identity), file=sys.stderr)
+        print(f"ready: {engine.base_url}", flush=True)
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            while engine.exit_status() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("stopping engine", file=sys.stderr)
+            return 0
+        print(f"harness: error: engine exited with status {engine.exit_status()}", file=sys.stderr)
+        print(engine.log_tail(), file=sys.stderr)
+        return 1
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _all_running() -> list[dict]:
+    from harness.launch import registry
+
+    rows = [dict(e, alive=registry.alive(e)) for e in registry.entries() if e.get("kind") == "subprocess"]
+    try:
+        from harness.launch.docker import list_managed_containers
+
+        rows += list_managed_containers()
+    except ImportError:
+        pass
+    except Exception as exc:  # no daemon: subprocess engines are still listed
+        if type(exc).__name__ != "DockerUnavailable":
+            raise
+    return rows
+
+
+def cmd_ps(args) -> int:
+    rows = _all_running()
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print("no engines")
+    for r in rows:
+        where = r.get("base_url") or r.get("ports") or ""
+        ident = f"pid {r['pid']}" if r.get("kind") == "subprocess" else f"container {str(r.get('id', ''))[:12]}"
+        state = "running" if r.get("alive", True) else "stale"
+        print(f"{r.get('run_id', '?')}  {r.get('kind')}  {ident}  {where}  {state}")
+    return 0
+
+
+def cmd_down(args) -> int:
+    from harness.launch import registry
+    from harness.launch.subprocess_engine import stop_group
+
+    if not args.all and not args.run_id:
+        raise UsageError("say which run ids to stop, or --all")
+    wanted = set(args.run_id)
+    stopped = 0
+    for e in registry.entries():
+        if e.get("kind") != "subprocess" or not (args.all or e["run_id"] in wanted):
+            continue
+        if registry.alive(e):
+            stop_group(e["pid"], 20.0)
+            stopped += 1
+            print(f"stopped {e['run_id']} (pid {e['pid']})")
+        registry.unregister(e["run_id"])
+    try:
+        from harness.launch.docker import remove_managed_containers
+
+        if args.all:
+            removed = remove_managed_containers()
+        else:
+            removed = sum((remove_managed_containers(run_id=r) for r in wanted), [])
+        for c in removed:
+            print(f"removed container {c}")
+            stopped += 1
+    except ImportError:
+        pass
+    except Exception as exc:
+        if type(exc).__name__ != "DockerUnavailable":
+            raise
+        if args.all:
+            print(f"note: {exc}", file=sys.stderr)
+    if not stopped:
+        print("nothing to stop")
+    return 0
+
+
+def cmd_pin(args) -> int:
+    from harness.pin import pin_manifest
+
+    digest = pin_manifest(args.manifest)
+    print(f"pinned: {args.manifest}: digest {digest}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from harness.run import run_main
+
+    return run_main(args.manifest, out=args.out, skip=set(args.skip))

@@ -57,6 +57,15 @@ class Engine(ABC):
 
     def __init__(self, spec: LaunchSpec):
         self.spec = spec
+        self.identity: dict = {}  # filled by harness.launch.session.start_verified
+
+    @property
+    def served_name(self) -> str:
+        return self.spec.manifest.model.served_name
+
+    @property
+    def api_key(self) -> str | None:
+        return self.spec.api_key()
 
     @property
     def base_url(self) -> str:

@@ -1,0 +1,68 @@
+"""Readiness and identity, shared by every launcher.
+
+Ready means `/health` answers 200 *and* `/v1/models` lists the served name. We fail fast, with the log tail, when the
+process or container exits, and a timeout also carries the log tail. Identity: vLLM `/version` must equal the pinned
+version; TGI `/info` must report the pinned version and the model we mounted.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from harness.errors import EngineExited, IdentityMismatch, StartupTimeout
+from harness.launch.base import Engine
+
+__all__ = ["wait_ready", "verify_identity", "auth_headers"]
+
+TGI_MODEL_ID = "/model"  # where the Docker launcher mounts the model; TGI reports it as model_id
+
+
+def auth_headers(engine: Engine) -> dict[str, str]:
+    key = engine.spec.api_key()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
+    """Block until ready; returns the seconds waited."""
+    served = engine.spec.manifest.model.served_name
+    t0 = time.monotonic()
+    last = "no answer yet"
+    with httpx.Client(base_url=engine.base_url, timeout=5.0, headers=auth_headers(engine), trust_env=False) as http:
+        while True:
+            code = engine.exit_status()
+            if code is not None:
+                raise EngineExited(f"engine exited with status {code} before it was ready", engine.log_tail())
+            try:
+                health = http.get("/health")
+                if health.status_code == 200:
+                    models = http.get("/v1/models")
+                    ids = [d.get("id") for d in models.json().get("data", [])] if models.status_code == 200 else []
+                    if served in ids:
+                        return time.monotonic() - t0
+                    last = f"/v1/models {models.status_code}, lists {ids}, not {served!r}"
+                else:
+                    last = f"/health {health.status_code}"
+            except (httpx.HTTPError, ValueError) as exc:
+                last = type(exc).__name__
+            if time.monotonic() - t0 > timeout:
+                raise StartupTimeout(f"engine not ready after {timeout:.0f} s ({last})", engine.log_tail())
+            time.sleep(poll)
+
+
+def verify_identity(engine: Engine) -> dict:
+    m = engine.spec.manifest
+    with httpx.Client(base_url=engine.base_url, timeout=10.0, headers=auth_headers(engine), trust_env=False) as http:
+        if m.engine.kind == "vllm":
+            reported = http.get("/version").json().get("version")
+            extra: dict = {}
+        else:
+            info = http.get("/info").json()
+            reported = info.get("version")
+            extra = {"model_id": info.get("model_id"), "model_sha": info.get("model_sha")}
+            if info.get("model_id") != TGI_MODEL_ID:
+                raise IdentityMismatch(f"/info model_id is {info.get('model_id')!r}, expected {TGI_MODEL_ID!r}")
+    if reported != m.engine.version:
+        raise IdentityMismatch(f"engine reports version {reported!r}, manifest pins {m.engine.version!r}")
+    return {"engine": m.engine.kind, "version": reported, **extra}

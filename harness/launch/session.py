@@ -1,0 +1,118 @@
+"""launch(): verify every pin, start the engine on loopback, wait until ready, verify identity, always stop it.
+
+    with launch("manifests/vllm-0.11.0-cpu.yaml") as engine:
+        engine.base_url, engine.served_name, engine.identity
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.launch.base import Engine, LaunchSpec, new_run_id
+from harness.launch.ports import choose_port
+from harness.launch.ready import verify_identity, wait_ready
+from harness.manifest import REPO_ROOT, Manifest, load_manifest
+
+__all__ = ["launch", "prepare", "start_verified", "reports_dir"]
+
+
+def reports_dir() -> Path:
+    return REPO_ROOT / "reports"
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(
+    manifest: Manifest | str | Path,
+    *,
+    extra_args: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+    run_dir: Path | None = None,
+    run_id: str | None = None,
+    quiet: bool = False,
+) -> Engine:
+    """Every check that must pass before a process starts: manifest, environment, model hash, port, Docker image."""
+    m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    run_id = run_id or new_run_id()
+    run_dir = Path(run_dir) if run_dir else reports_dir() / run_id
+    from harness.models import resolve_model
+
+    model_dir = resolve_model(m)  # refuses on a hash mismatch, before anything starts
+    _say(f"model: verified {m.model.sha256[:12]} at {model_dir}", quiet)
+    port = choose_port(m.server.host, m.server.port)  # a busy port is refused before the (slow) env check
+    env_dir = None
+    if m.runtime.python is not None:
+        from harness.envs import ensure_env
+
+        env_dir = ensure_env(m, quiet=quiet).path
+    spec = LaunchSpec(
+        manifest=m, run_id=run_id, run_dir=run_dir, model_dir=model_dir, port=port, host=m.server.host,
+        env_dir=env_dir, extra_args=tuple(extra_args), extra_env=dict(extra_env or {}),
+    )  # fmt: skip
+    if m.runtime.docker is not None:
+        from harness.launch.docker import DockerEngine
+
+        return DockerEngine(spec)
+    from harness.launch.subprocess_engine import SubprocessEngine
+
+    return SubprocessEngine(spec)
+
+
+def start_verified(engine: Engine, *, quiet: bool = False) -> dict:
+    """Start, wait until ready, verify identity. On any failure the engine is stopped before the error propagates."""
+    m = engine.spec.manifest
+    try:
+        engine.start()
+        _say(f"engine: starting {m.engine.kind} {m.engine.version} (log: {engine.log_path})", quiet)
+        waited = wait_ready(engine, m.server.startup_timeout_s)
+        identity = verify_identity(engine)
+    except BaseException:
+        engine.stop()
+        raise
+    identity.update(
+        {
+            "model_hash": m.model.sha256,
+            "served_name": m.model.served_name,
+            "base_url": engine.base_url,
+            "ready_seconds": round(waited, 1),
+            "run_id": engine.spec.run_id,
+        }
+    )
+    if m.runtime.python is not None:
+        from harness.envs import lock_sha256
+
+        identity["lock_sha256"] = lock_sha256(m.lock_path)
+    else:
+        identity["image_digest"] = m.runtime.docker.digest
+    engine.identity = identity
+    return identity
+
+
+@contextlib.contextmanager
+def launch(manifest: Manifest | str | Path, **kwargs) -> Iterator[Engine]:
+    quiet = kwargs.get("quiet", False)
+    engine = prepare(manifest, **kwargs)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if in_main else None
+    if in_main and previous in (signal.SIG_DFL, None):
+        # SIGTERM should unwind through the finally below, like Ctrl-C, so the engine is stopped.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        start_verified(engine, quiet=quiet)
+        yield engine
+    finally:
+        engine.stop()
+        if in_main and previous in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

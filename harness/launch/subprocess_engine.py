@@ -1,0 +1,142 @@
+"""Subprocess launcher: the pinned engine environment's Python runs vLLM's OpenAI server on 127.0.0.1.
+
+The engine gets its own session (process group). Two guarantees that it dies with the harness: a parent-death signal
+(SIGTERM) on the server process, and a watchdog process (harness.launch.watchdog) that kills the whole group when the
+harness's end of a pipe closes, which covers kill -9 of the harness and the engine's own child processes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from harness.errors import LaunchError
+from harness.launch import registry
+from harness.launch.base import Engine, LaunchSpec
+
+__all__ = ["SubprocessEngine", "vllm_command"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def vllm_command(spec: LaunchSpec) -> list[str]:
+    m = spec.manifest
+    return [
+        str(spec.env_dir / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(spec.model_dir),
+        "--served-model-name", m.model.served_name,
+        "--host", spec.host, "--port", str(spec.port),
+        *m.server.args, *spec.extra_args,
+    ]  # fmt: skip
+
+
+def engine_environment(spec: LaunchSpec) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "TRANSFORMERS_"))}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(spec.run_dir / "hf-home")})
+    env.update(spec.manifest.server.env)
+    env.update(spec.extra_env)
+    key = spec.api_key()
+    if key:
+        env["VLLM_API_KEY"] = key  # by environment, so the key never shows in argv / ps / logs
+    return env
+
+
+class SubprocessEngine(Engine):
+    def __init__(self, spec: LaunchSpec):
+        super().__init__(spec)
+        self.proc: subprocess.Popen | None = None
+        self._watchdog: subprocess.Popen | None = None
+        self._pipe_w: int | None = None
+
+    def command(self) -> list[str]:
+        return vllm_command(self.spec)
+
+    def start(self) -> None:
+        if self.proc is not None:
+            raise LaunchError("engine already started")
+        self.spec.run_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=engine_environment(self.spec), cwd=self.spec.run_dir,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        finally:
+            log.close()
+        r, w = os.pipe()
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "harness.launch.watchdog", str(self.proc.pid)],
+            stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            close_fds=True,
+        )  # fmt: skip
+        os.close(r)
+        os.set_inheritable(w, False)
+        self._pipe_w = w
+        registry.register(
+            self.spec.run_id,
+            {
+                "kind": "subprocess",
+                "pid": self.proc.pid,
+                "pid_start": registry.process_start_time(self.proc.pid),
+                "base_url": self.base_url,
+                "manifest": str(self.spec.manifest.path),
+                "log": str(self.log_path),
+                "started_at": time.time(),
+                **registry.current_harness(),
+            },
+        )
+
+    def exit_status(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def describe(self) -> dict:
+        return {"kind": "subprocess", "pid": self.proc.pid if self.proc else None, "base_url": self.base_url}
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc is not None:
+            stop_group(self.proc.pid, timeout)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._pipe_w is not None:
+            os.close(self._pipe_w)  # the watchdog sees EOF, finds nothing left, and exits
+            self._pipe_w = None
+        if self._watchdog is not None:
+            try:
+                self._watchdog.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()
+            self._watchdog = None
+        registry.unregister(self.spec.run_id)
+
+
+def stop_group(pgid: int, timeout: float) -> None:
+    """SIGTERM the engine's process group (vLLM shuts its engine core down), then SIGKILL what is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,98 @@
+"""`harness run`: the main job. Verify pins, launch, verify identity, run each stage, write run.json, stop.
+
+Stages are modules with run_stage(StageContext) -> StageResult (see harness.stages); their order is fixed here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness import __version__
+from harness.hashing import atomic_write_text
+from harness.launch.base import new_run_id
+from harness.launch.session import launch, reports_dir
+from harness.manifest import load_manifest
+from harness.stages import StageContext, StageResult
+
+__all__ = ["run_main", "STAGES"]
+
+STAGES = (
+    ("conformance", "harness.conformance.stage"),
+    ("golden", "harness.golden.stage"),
+    ("load", "harness.load.stage"),
+)
+
+
+def _run_stage(name: str, module: str, ctx: StageContext) -> StageResult:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return StageResult(name, True, "not available in this build", {"skipped": True})
+    t0 = time.monotonic()
+    result = mod.run_stage(ctx)
+    result.data.setdefault("seconds", round(time.monotonic() - t0, 1))
+    return result
+
+
+def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = frozenset()) -> int:
+    console = Console(stderr=True)
+    manifest = load_manifest(manifest_path)
+    run_id = new_run_id()
+    run_dir = Path(out) if out else reports_dir() / run_id
+    record: dict = {
+        "run_id": run_id,
+        "harness_version": __version__,
+        "manifest": str(manifest.path),
+        "manifest_sha256": manifest.file_sha256(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "stages": {},
+    }
+    results: list[StageResult] = []
+    with launch(manifest, run_dir=run_dir, run_id=run_id) as engine:
+        identity = engine.identity
+        record["identity"] = identity
+        pin = (
+            f"lock sha256 {identity['lock_sha256']}" if "lock_sha256" in identity
+            else f"image digest {identity.get('image_digest')}"
+        )  # fmt: skip
+        print(
+            f"identity: {identity['engine']} {identity['version']} | model sha256 {identity['model_hash']} | {pin}",
+            flush=True,
+        )
+        ctx = StageContext(engine=engine, manifest=manifest, run_dir=run_dir, identity=identity)
+        for name, module in STAGES:
+            if name in skip:
+                results.append(StageResult(name, True, "skipped (--skip)", {"skipped": True}))
+                continue
+            console.print(f"[bold]stage {name}[/bold] ...")
+            res = _run_stage(name, module, ctx)
+            results.append(res)
+            console.print(f"  {name}: {'ok' if res.ok else 'FAILED'}: {res.summary}")
+            if engine.exit_status() is not None:
+                results.append(StageResult("engine", False, f"engine exited ({engine.exit_status()}) during {name}"))
+                break
+    for r in results:
+        record["stages"][r.name] = {"ok": r.ok, "summary": r.summary, **r.data}
+    ok = all(r.ok for r in results)
+    record["ok"] = ok
+    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    atomic_write_text(run_dir / "run.json", json.dumps(record, indent=2, default=str) + "\n")
+    table = Table(title=f"harness run {run_id}")
+    table.add_column("stage")
+    table.add_column("result")
+    table.add_column("summary")
+    for r in results:
+        table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAILED[/red]", r.summary)
+    console.print(table)
+    print(f"{'ok' if ok else 'FAILED'}: report in {run_dir}/run.json", flush=True)
+    sys.stdout.flush()
+    return 0 if ok else 1

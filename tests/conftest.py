@@ -1,0 +1,82 @@
+"""Shared fixtures: the real vLLM engine, started once per test session.
+
+Under CI=true a test that cannot get the engine (or Docker) fails; it never skips silently.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.manifest import DEFAULT_MANIFEST, load_manifest
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str):
+    """Fail in CI, skip (with the reason shown by -ra) elsewhere."""
+    if IN_CI:
+        pytest.fail(f"required resource unavailable under CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+class _Engines:
+    def __init__(self, tmp_factory):
+        self.tmp_factory = tmp_factory
+        self.running: dict = {}
+        self.failed: dict = {}
+
+    def get(self, manifest=None, extra_args=(), extra_env=None, api_key=None):
+        from harness.launch.session import prepare, start_verified
+
+        m = manifest if manifest is not None else load_manifest(DEFAULT_MANIFEST)
+        if not hasattr(m, "engine"):
+            m = load_manifest(m)
+        key = (str(m.path), m.file_sha256(), tuple(extra_args), tuple(sorted((extra_env or {}).items())), api_key)
+        if key in self.running:
+            return self.running[key]
+        if key in self.failed:
+            unavailable(self.failed[key])
+        if api_key is not None:
+            os.environ["HARNESS_TEST_API_KEY"] = api_key
+            m = m.model_copy(update={"server": m.server.model_copy(update={"api_key_env": "HARNESS_TEST_API_KEY"})})
+        try:
+            engine = prepare(
+                m, extra_args=tuple(extra_args), extra_env=extra_env,
+                run_dir=self.tmp_factory.mktemp("engine-run"), quiet=True,
+            )  # fmt: skip
+            start_verified(engine, quiet=True)
+        except Exception as exc:  # noqa: BLE001 - reported as the reason the engine is unavailable
+            self.failed[key] = f"engine could not be started: {type(exc).__name__}: {exc}"
+            unavailable(self.failed[key])
+        self.running[key] = engine
+        return engine
+
+    def stop_all(self):
+        for engine in self.running.values():
+            engine.stop()
+        self.running.clear()
+
+
+@pytest.fixture(scope="session")
+def _engines(tmp_path_factory):
+    engines = _Engines(tmp_path_factory)
+    yield engines
+    engines.stop_all()
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(_engines):
+    """The default manifest's engine (vLLM 0.11.0, tiny model), started once per session."""
+    return _engines.get()
+
+
+@pytest.fixture(scope="session")
+def engine_factory(_engines):
+    """engine_factory(extra_args=(), extra_env=None, api_key=None, manifest=None) -> a started engine, cached."""
+
+    def factory(extra_args=(), extra_env=None, api_key=None, manifest=None):
+        return _engines.get(manifest=manifest, extra_args=extra_args, extra_env=extra_env, api_key=api_key)
+
+    return factory

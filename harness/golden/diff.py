@@ -1,0 +1,216 @@
+"""Classify each prompt of a candidate recording B against a baseline A.
+
+Classes (worst over a prompt's choices wins, in this order of severity):
+
+    identical     same token ids, same text, same finish reason, every stored logprob bit-equal
+    equivalent    same token ids, text and finish reason; every logprob (chosen token and top-5 ids present in both)
+                  differs by at most `tolerance` (absolute, in nats; default DEFAULT_TOLERANCE)
+    near-tie      the first diverging position is one where the baseline's top-1 and top-2 logprobs are within `margin`
+                  (default DEFAULT_MARGIN) and B's token there is one of those near-tied baseline tokens, and every
+                  logprob before it is within `tolerance`: either token is a fair greedy choice
+    regression    anything else (different tokens elsewhere, drift beyond tolerance, text/finish change for the same
+                  tokens, a different number of choices)
+    missing       in A but not in B                         (fails the diff, like a regression)
+    incomparable  same id but a different request (prompt edited) (fails the diff)
+    added         in B only                                 (informational)
+
+Recordings of different models (meta model.sha256) are refused with a RefusedError: such a diff means nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.errors import RefusedError
+from harness.golden.store import Recording
+
+__all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MARGIN", "PromptDiff", "GoldenDiff", "diff_recordings", "classify_choice",
+           "render_text", "FAILING"]
+
+DEFAULT_TOLERANCE = 0.02
+DEFAULT_MARGIN = 0.1
+SEVERITY = ["identical", "equivalent", "added", "near-tie", "regression", "incomparable", "missing"]
+FAILING = {"regression", "missing", "incomparable"}
+
+
+@dataclass
+class PromptDiff:
+    set: str
+    id: str
+    status: str
+    reason: str = ""
+    choice: int | None = None  # which choice decided the status
+    position: int | None = None  # first divergence (token index)
+    a_token: Any = None  # [id, logprob] or "<end:reason>"
+    b_token: Any = None
+    a_top: list = field(default_factory=list)  # baseline top-5 at the divergence
+    b_top: list = field(default_factory=list)
+    context_ids: list[int] = field(default_factory=list)  # up to 8 shared tokens before the divergence
+    context_text: str = ""
+    max_logprob_drift: float = 0.0
+
+
+@dataclass
+class GoldenDiff:
+    a: str
+    b: str
+    tolerance: float
+    margin: float
+    prompts: list[PromptDiff]
+    sets_only_in_a: list[str] = field(default_factory=list)
+    sets_only_in_b: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        c: dict[str, int] = {}
+        for p in self.prompts:
+            c[p.status] = c.get(p.status, 0) + 1
+        return dict(sorted(c.items(), key=lambda kv: SEVERITY.index(kv[0])))
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.status in FAILING for p in self.prompts)
+
+    def to_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "margin": self.margin, "ok": self.ok,
+                "counts": self.counts(), "sets_only_in_a": self.sets_only_in_a, "sets_only_in_b": self.sets_only_in_b,
+                "prompts": [asdict(p) for p in self.prompts]}
+
+
+def _bytes_text(ids: list[int]) -> str:
+    """Readable text of byte-level token ids (0..255 = bytes; others shown as <id>)."""
+    out, buf = [], bytearray()
+    for t in ids:
+        if 0 <= t < 256:
+            buf.append(t)
+        else:
+            out.append(buf.decode("utf-8", "replace"))
+            buf = bytearray()
+            out.append(f"<{t}>")
+    out.append(buf.decode("utf-8", "replace"))
+    return "".join(out)
+
+
+def _drift(ra: list, rb: list) -> float:
+    """Largest |Δ logprob| between two logprob rows for the same token: chosen token + top ids present in both."""
+    d = abs(ra[1] - rb[1]) if ra[1] != rb[1] else 0.0
+    tb = dict((i, lp) for i, lp in rb[2])
+    for i, lp in ra[2]:
+        if i in tb and tb[i] != lp:
+            d = max(d, abs(lp - tb[i]))
+    return d
+
+
+def classify_choice(a: dict, b: dict, tolerance: float, margin: float) -> dict:
+    """Status + details for one choice pair (see module doc)."""
+    ta, tb = a["token_ids"], b["token_ids"]
+    la, lb = a["logprobs"], b["logprobs"]
+    n_common = 0
+    while n_common < min(len(ta), len(tb)) and ta[n_common] == tb[n_common]:
+        n_common += 1
+    drift, exact = 0.0, True
+    for j in range(min(n_common, len(la), len(lb))):
+        if la[j] != lb[j]:
+            exact = False
+        drift = max(drift, _drift(la[j], lb[j]))
+    if len(la) != len(lb) and n_common == len(ta) == len(tb):
+        exact = False
+    res: dict[str, Any] = {"max_logprob_drift": drift}
+    if ta == tb:
+        if a["text"] != b["text"]:
+            return res | {"status": "regression", "reason": f"same tokens, different text: {a['text']!r} vs {b['text']!r}"}
+        if a.get("finish_reason") != b.get("finish_reason"):
+            return res | {"status": "regression",
+                          "reason": f"same tokens, finish_reason {a.get('finish_reason')} -> {b.get('finish_reason')}"}
+        if exact and len(la) == len(lb):
+            return res | {"status": "identical", "reason": ""}
+        if len(la) != len(lb):
+            return res | {"status": "regression", "reason": f"logprob rows {len(la)} vs {len(lb)}"}
+        if drift <= tolerance:
+            return res | {"status": "equivalent", "reason": f"same tokens, max logprob drift {drift:.3g} <= {tolerance}"}
+        return res | {"status": "regression", "reason": f"same tokens but logprob drift {drift:.3g} > tolerance {tolerance}"}
+    pos = n_common
+    res |= {"position": pos, "context_ids": ta[max(0, pos - 8) : pos], "context_text": _bytes_text(ta[max(0, pos - 8) : pos])}
+    a_row = la[pos] if pos < len(la) else None
+    b_row = lb[pos] if pos < len(lb) else None
+    res["a_token"] = [ta[pos], a_row[1] if a_row else None] if pos < len(ta) else f"<end:{a.get('finish_reason')}>"
+    res["b_token"] = [tb[pos], b_row[1] if b_row else None] if pos < len(tb) else f"<end:{b.get('finish_reason')}>"
+    res["a_top"] = a_row[2] if a_row else []
+    res["b_top"] = b_row[2] if b_row else []
+    if pos >= len(ta) or pos >= len(tb):
+        return res | {"status": "regression", "reason": f"one output ends at token {pos}, the other continues"}
+    if drift > tolerance:
+        return res | {"status": "regression",
+                      "reason": f"logprob drift {drift:.3g} > tolerance {tolerance} before the divergence at token {pos}"}
+    top = a_row[2] if a_row else []
+    if len(top) >= 2 and top[0][1] - top[1][1] <= margin:
+        tied = {i for i, lp in top if top[0][1] - lp <= margin}
+        if tb[pos] in tied:
+            gap = top[0][1] - top[1][1]
+            return res | {"status": "near-tie",
+                          "reason": f"token {pos}: baseline top-1/top-2 gap {gap:.3g} <= margin {margin}; B chose {tb[pos]} (baseline {ta[pos]})"}
+        return res | {"status": "regression",
+                      "reason": f"token {pos}: baseline near-tie but B chose {tb[pos]}, not one of the tied {sorted(tied)}"}
+    gap = (top[0][1] - top[1][1]) if len(top) >= 2 else float("inf")
+    return res | {"status": "regression",
+                  "reason": f"token {pos}: {ta[pos]} -> {tb[pos]}; baseline top-1/top-2 gap {gap:.3g} > margin {margin}"}
+
+
+def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TOLERANCE,
+                    margin: float = DEFAULT_MARGIN, allow_other_model: bool = False) -> GoldenDiff:
+    if a.model_sha256 != b.model_sha256 and not allow_other_model:
+        raise RefusedError(
+            f"refusing to compare recordings of different models: {a.path} has model {a.model_sha256[:12]}, "
+            f"{b.path} has model {b.model_sha256[:12]} (outputs of two models are not a regression signal)"
+        )
+    out = GoldenDiff(a=str(a.path), b=str(b.path), tolerance=tolerance, margin=margin, prompts=[],
+                     sets_only_in_a=sorted(set(a.sets) - set(b.sets)), sets_only_in_b=sorted(set(b.sets) - set(a.sets)))
+    pa, pb = a.prompts(), b.prompts()
+    for key in list(pa) + [k for k in pb if k not in pa]:
+        s, pid = key
+        if key not in pb:
+            where = "set missing in B" if s in out.sets_only_in_a else "prompt missing in B"
+            out.prompts.append(PromptDiff(s, pid, "missing", where))
+            continue
+        if key not in pa:
+            out.prompts.append(PromptDiff(s, pid, "added", "only in B (no baseline)"))
+            continue
+        ra, rb = pa[key], pb[key]
+        if ra["request_sha256"] != rb["request_sha256"]:
+            out.prompts.append(PromptDiff(s, pid, "incomparable", "same id, different request (prompt edited?)"))
+            continue
+        if len(ra["choices"]) != len(rb["choices"]):
+            out.prompts.append(PromptDiff(s, pid, "regression",
+                                          f"{len(ra['choices'])} choices vs {len(rb['choices'])}"))
+            continue
+        worst: PromptDiff | None = None
+        for ci, (ca, cb) in enumerate(zip(ra["choices"], rb["choices"])):
+            r = classify_choice(ca, cb, tolerance, margin)
+            pd = PromptDiff(s, pid, r.pop("status"), r.pop("reason"), choice=ci, **r)
+            if worst is None or SEVERITY.index(pd.status) > SEVERITY.index(worst.status):
+                worst = pd
+            elif worst.status == pd.status:
+                worst.max_logprob_drift = max(worst.max_logprob_drift, pd.max_logprob_drift)
+        assert worst is not None
+        out.prompts.append(worst)
+    return out
+
+
+def render_text(d: GoldenDiff, verbose: bool = False) -> str:
+    lines = [f"golden diff  A={d.a}", f"             B={d.b}",
+             f"tolerance {d.tolerance} nats, near-tie margin {d.margin} nats"]
+    if d.sets_only_in_a:
+        lines.append(f"sets only in A: {', '.join(d.sets_only_in_a)}")
+    if d.sets_only_in_b:
+        lines.append(f"sets only in B: {', '.join(d.sets_only_in_b)}")
+    for p in d.prompts:
+        if p.status in ("identical",) and not verbose:
+            continue
+        lines.append(f"  {p.status:<12} {p.set}/{p.id}" + (f"  {p.reason}" if p.reason else ""))
+        if p.position is not None:
+            lines.append(f"               at token {p.position} after {p.context_text!r} (ids {p.context_ids})")
+            lines.append(f"               A: {p.a_token}  top {p.a_top}")
+            lines.append(f"               B: {p.b_token}  top {p.b_top}")
+    counts = ", ".join(f"{k} {v}" for k, v in d.counts().items())
+    lines.append(f"{len(d.prompts)} prompts: {counts}  ->  {'OK' if d.ok else 'FAIL'}")
+    return "\n".join(lines)

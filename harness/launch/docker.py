@@ -401,13 +401,14 @@ def list_managed_containers(run_id: str | None = None, client=None) -> list[dict
         bindings = [f"{b.get('HostIp') or '0.0.0.0'}:{b.get('HostPort')}->{cp}" for cp, bs in ports.items() for b in (bs or [])]
         out.append({
             "kind": "docker",
+            "id": c.id,
             "container_id": c.id,
             "name": c.name,
             "status": c.status,
             "run_id": labels.get(LABEL_RUN_ID),
             "engine": labels.get("harness.engine"),
-            "url": labels.get("harness.url"),
-            "pid": labels.get("harness.pid"),
+            "base_url": labels.get("harness.url"),
+            "harness_pid": labels.get("harness.pid"),
             "image": (c.attrs.get("Config") or {}).get("Image"),
             "ports": bindings,
         })

@@ -1,0 +1,134 @@
+"""`harness up` against the real engine: loopback only, /version, Ctrl-C / SIGTERM / kill -9 leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import unavailable
+
+pytestmark = pytest.mark.engine
+
+HARNESS = [sys.executable, "-m", "harness"]
+
+
+def group_members(pgid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def listening_addresses(pids: set[int]) -> list[str]:
+    out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True, check=True).stdout
+    addrs = []
+    for line in out.splitlines():
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            addrs.append(line.split()[3])
+    return addrs
+
+
+def start_up(tmp_path) -> tuple[subprocess.Popen, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        HARNESS + ["up"], stdout=subprocess.PIPE, stderr=open(tmp_path / "up.err", "wb"), text=True, env=env,
+    )  # fmt: skip
+    line = proc.stdout.readline()  # blocks until ready (or the harness exits)
+    if not line.startswith("ready: "):
+        proc.wait(timeout=30)
+        unavailable(f"harness up did not become ready: {(tmp_path / 'up.err').read_text()[-2000:]}")
+    return proc, line.split("ready: ", 1)[1].strip()
+
+
+def engine_pid_for(url: str) -> int:
+    from harness.launch import registry
+
+    for e in registry.entries():
+        if e.get("base_url") == url:
+            return e["pid"]
+    raise AssertionError(f"no registry entry for {url}")
+
+
+def wait_gone(pgid: int, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = group_members(pgid)
+        if not left:
+            return []
+        time.sleep(0.2)
+    return group_members(pgid)
+
+
+def test_up_is_loopback_only_and_ctrl_c_leaves_nothing(tmp_path):
+    proc, url = start_up(tmp_path)
+    try:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
+        assert httpx.get(f"{url}/version", timeout=10).json() == {"version": "0.11.0"}
+        pgid = engine_pid_for(url)
+        members = set(group_members(pgid))
+        assert members, "engine process group is empty while ready"
+        addrs = listening_addresses(members)
+        assert addrs, "the engine listens nowhere?"
+        assert all(a.startswith("127.0.0.1:") for a in addrs), addrs
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        assert wait_gone(pgid, 10) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_sigterm_stops_the_engine(tmp_path):
+    proc, url = start_up(tmp_path)
+    try:
+        pgid = engine_pid_for(url)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert wait_gone(pgid, 10) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_kill_9_of_the_harness_kills_the_engine_within_10s(tmp_path):
+    proc, url = start_up(tmp_path)
+    pgid = engine_pid_for(url)
+    assert group_members(pgid)
+    proc.kill()  # SIGKILL: no cleanup code in the harness runs
+    proc.wait(timeout=10)
+    assert wait_gone(pgid, 10) == [], "engine survived kill -9 of the harness"
+    out = subprocess.run(HARNESS + ["down", "--all"], capture_output=True, text=True)
+    assert out.returncode == 0
+
+
+def test_ps_lists_and_down_stops(tmp_path):
+    from harness.launch import registry
+
+    proc, url = start_up(tmp_path)
+    try:
+        out = subprocess.run(HARNESS + ["ps"], capture_output=True, text=True, check=True).stdout
+        assert url in out
+        pgid = engine_pid_for(url)
+        out = subprocess.run(HARNESS + ["down", "--all"], capture_output=True, text=True, check=True).stdout
+        assert "stopped" in out
+        assert wait_gone(pgid, 10) == []
+        assert all(e.get("base_url") != url for e in registry.entries())
+        proc.wait(timeout=30)  # the harness sees its engine exit and stops with an error
+        assert proc.returncode == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,317 @@
+"""Cross-check the block model against a running vLLM 0.11.0 engine (loopback only).
+
+Each check returns a :class:`Verdict` (agree / disagree with predicted, measured and an explanation, or
+``agree=None`` when it could not be run); disagreement is never an exception. The network I/O is here;
+every prediction comes from the pure modules (capacity, prefix, simulate).
+
+Checks:
+* ``num_blocks``  : planner vs ``vllm:cache_config_info{num_gpu_blocks}``.
+* ``usage``       : one long completion stream; ``vllm:kv_cache_usage_perc`` * (num_gpu_blocks - 1) vs the
+                    blocks the request must hold (cdiv(prompt + generated so far, block_size)).
+* ``prefix_hits`` : sequential requests sharing a prefix; delta of ``vllm:prefix_cache_hits_total`` vs the
+                    KV cache manager's predicted hits.
+* ``preemptions`` : concurrent requests on a deliberately small cache (``--num-gpu-blocks-override``);
+                    delta of ``vllm:num_preemptions_total`` vs the simulator.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.blocks import capacity as cap_mod
+from harness.blocks.prefix import CacheRequest, KVCacheManager
+from harness.blocks.scenario import EngineSettings, Lengths, SimScenario
+from harness.blocks.simulate import run as simulate
+from harness.errors import RefusedError
+
+__all__ = [
+    "Verdict", "Metrics", "scrape", "cache_config", "check_num_blocks", "check_usage_single_stream",
+    "check_prefix_hits", "check_preemptions", "predict_prefix_hits", "crosscheck",
+]
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class Verdict:
+    check: str
+    agree: bool | None  # None: could not be run (error/skip)
+    predicted: object = None
+    measured: object = None
+    explanation: str = ""
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Metrics:
+    """Parsed /metrics text: samples by name."""
+
+    def __init__(self, text: str) -> None:
+        self.samples: dict[str, list[tuple[dict, float]]] = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                self.samples.setdefault(s.name, []).append((dict(s.labels), s.value))
+
+    def value(self, name: str, default: float | None = None) -> float | None:
+        """Sum over label sets (one engine, one model: a single series)."""
+        rows = self.samples.get(name)
+        if not rows:
+            return default
+        return sum(v for _, v in rows)
+
+    def labels(self, name: str) -> dict:
+        rows = self.samples.get(name)
+        return dict(rows[0][0]) if rows else {}
+
+
+def _check_url(base_url: str) -> str:
+    host = urlparse(base_url).hostname
+    if host not in LOOPBACK:
+        raise RefusedError(f"refusing non-loopback engine URL {base_url!r}")
+    return base_url.rstrip("/")
+
+
+def scrape(client: httpx.Client, base_url: str) -> Metrics:
+    r = client.get(f"{base_url}/metrics")
+    r.raise_for_status()
+    return Metrics(r.text)
+
+
+def cache_config(m: Metrics) -> dict:
+    return m.labels("vllm:cache_config_info")
+
+
+def _opt_int(text: str | None) -> int | None:
+    return None if text in (None, "", "None") else int(float(text))
+
+
+def check_num_blocks(client: httpx.Client, base_url: str, model_dir, *, dtype: str = "auto",
+                     kv_bytes: int | None = None) -> Verdict:
+    cc = cache_config(scrape(client, base_url))
+    if not cc:
+        return Verdict("num_blocks", None, explanation="no vllm:cache_config_info (started with --disable-log-stats?)")
+    measured = _opt_int(cc.get("num_gpu_blocks"))
+    block_size = _opt_int(cc.get("block_size"))
+    space = kv_bytes if kv_bytes is not None else _opt_int(cc.get("cpu_kvcache_space_bytes"))
+    if space is None or block_size is None:
+        return Verdict("num_blocks", None, measured=measured,
+                       explanation="engine did not report cpu_kvcache_space_bytes/block_size; pass --kv-bytes")
+    shape = cap_mod.model_shape(cap_mod.read_model_config(model_dir))
+    plan = cap_mod.plan(shape, space, block_size, dtype=dtype, kv_cache_dtype=cc.get("cache_dtype", "auto"),
+                        num_gpu_blocks_override=_opt_int(cc.get("num_gpu_blocks_override")))
+    agree = plan.num_blocks == measured
+    override = _opt_int(cc.get("num_gpu_blocks_override"))
+    why = (f"{space} B // page {plan.page_size_bytes} B // {plan.num_layers} layers = {plan.num_blocks}"
+           if override is None else f"--num-gpu-blocks-override {override}")
+    if not agree:
+        why += (f"; engine says {measured}. Check --dtype (model dtype {plan.model_dtype}), KV dtype "
+                f"{cc.get('cache_dtype')}, and whether the engine's KV space differs from {space} B")
+    return Verdict("num_blocks", agree, plan.num_blocks, measured, why, {"plan": plan.to_dict(), "cache_config": cc})
+
+
+def _tokens(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(0, 256) for _ in range(n)]
+
+
+def _complete(client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
+    r = client.post(f"{base_url}/v1/completions", json={
+        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+        "ignore_eos": True}, timeout=300)
+    r.raise_for_status()
+    return r.json()
+
+
+def _served_name(client: httpx.Client, base_url: str, name: str | None) -> tuple[str, int | None]:
+    data = client.get(f"{base_url}/v1/models").json()["data"]
+    entry = next((d for d in data if d["id"] == name), data[0]) if data else {}
+    return (name or entry.get("id", "")), entry.get("max_model_len")
+
+
+def _settled(client, base_url, name, target=None, timeout=5.0) -> float:
+    """Read a counter once it has stopped changing (metrics are recorded as outputs are processed)."""
+    last, deadline = None, time.monotonic() + timeout
+    while True:
+        v = scrape(client, base_url).value(name, 0.0)
+        if (target is not None and v >= target) or (v == last) or time.monotonic() > deadline:
+            return v
+        last = v
+        time.sleep(0.2)
+
+
+def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_name: str | None = None,
+                              prompt_tokens: int = 100, max_tokens: int = 600, seed: int | None = None,
+                              poll_s: float = 0.02) -> Verdict:
+    m0 = scrape(client, base_url)
+    cc = cache_config(m0)
+    n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
+    if not n_blocks or not bs:
+        return Verdict("usage", None, explanation="no num_gpu_blocks/block_size in vllm:cache_config_info")
+    if (m0.value("vllm:num_requests_running") or 0) or (m0.value("vllm:num_requests_waiting") or 0):
+        return Verdict("usage", None, explanation="engine is busy; the check needs it idle")
+    model, mml = _served_name(client, base_url, served_name)
+    if mml:
+        max_tokens = min(max_tokens, mml - prompt_tokens)
+    rng = random.Random(seed if seed is not None else time.time_ns())
+    prompt = _tokens(rng, prompt_tokens)
+    samples: list[tuple[int, int]] = []  # (tokens received so far, used blocks from usage gauge)
+    received = [0]
+    done = threading.Event()
+    denom = n_blocks - 1
+
+    def poll():
+        with httpx.Client() as c:
+            while not done.is_set():
+                u = scrape(c, base_url).value("vllm:kv_cache_usage_perc", 0.0) or 0.0
+                samples.append((received[0], round(u * denom)))
+                time.sleep(poll_s)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        with client.stream("POST", f"{base_url}/v1/completions", json={
+                "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                "ignore_eos": True, "stream": True}, timeout=300) as r:
+            r.raise_for_status()
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    received[0] += 1
+    finally:
+        done.set()
+        t.join()
+    time.sleep(0.3)
+    after = round((scrape(client, base_url).value("vllm:kv_cache_usage_perc", 0.0) or 0.0) * denom)
+    # The last step computes position prompt+max_tokens-2 and needs slots for prompt+max_tokens-1 tokens.
+    first, peak = -(-prompt_tokens // bs), -(-(prompt_tokens + max_tokens - 1) // bs)
+    seen = sorted({b for _, b in samples if b})
+    measured_peak = max((b for _, b in samples), default=0)
+    in_range = all(first <= b <= peak for b in seen)
+    monotonic = all(b1 <= b2 for (_, b1), (_, b2) in zip(samples, samples[1:]) if b1 and b2)
+    agree = measured_peak == peak and in_range and monotonic and after == 0
+    why = (f"prompt {prompt_tokens} + {max_tokens} generated, block {bs}: the request holds {first}..{peak} blocks "
+           f"(usage = used/(num_gpu_blocks-1) = used/{denom}); observed block counts {seen}, {after} after finish")
+    if not agree:
+        why += ("; DISAGREE: " + ", ".join(x for x, ok in (
+            (f"peak {measured_peak} != {peak} (polling too slow to see the last block?)", measured_peak == peak),
+            ("a count outside the range", in_range), ("usage went down mid-stream", monotonic),
+            (f"{after} blocks still used after finish", after == 0)) if not ok))
+    return Verdict("usage", agree, {"first": first, "peak": peak}, {"seen": seen, "peak": measured_peak,
+                   "after": after}, why, {"samples": len(samples), "num_gpu_blocks": n_blocks})
+
+
+def predict_prefix_hits(prompts: Sequence[Sequence[int]], max_tokens: int, block_size: int,
+                        num_blocks: int = 1 << 16, max_model_len: int = 1 << 20) -> list[int]:
+    """Cached tokens found for each prompt when they run one after another to completion."""
+    kv = KVCacheManager(num_blocks, block_size, max_model_len)
+    out = []
+    for i, p in enumerate(prompts):
+        r = CacheRequest(f"p{i}", list(p), len(p), max_tokens)
+        kv.update_hashes(r)
+        hits, n = kv.get_computed_blocks(r)
+        kv.allocate_slots(r, r.num_tokens - n, n, hits)
+        r.num_computed_tokens = r.num_tokens
+        for j in range(max_tokens - 1):  # generated tokens are unique here; they only add blocks
+            r.all_token_ids.append(-1 - j - 1000 * i)
+            kv.update_hashes(r)
+            kv.allocate_slots(r, 1)
+            r.num_computed_tokens += 1
+        kv.free(r)
+        out.append(n)
+    return out
+
+
+def check_prefix_hits(client: httpx.Client, base_url: str, *, served_name: str | None = None,
+                      shared_tokens: int = 300, suffix_tokens: int = 20, requests: int = 4,
+                      max_tokens: int = 4, seed: int | None = None) -> Verdict:
+    m0 = scrape(client, base_url)
+    cc = cache_config(m0)
+    bs = _opt_int(cc.get("block_size"))
+    if cc.get("enable_prefix_caching") not in ("True", "true"):
+        return Verdict("prefix_hits", None, explanation=f"prefix caching is off ({cc.get('enable_prefix_caching')})")
+    model, _ = _served_name(client, base_url, served_name)
+    rng = random.Random(seed if seed is not None else time.time_ns())
+    shared = _tokens(rng, shared_tokens)
+    prompts = [shared + _tokens(rng, suffix_tokens) for _ in range(requests)]
+    predicted = predict_prefix_hits(prompts, max_tokens, bs)
+    h0 = m0.value("vllm:prefix_cache_hits_total", 0.0)
+    q0 = m0.value("vllm:prefix_cache_queries_total", 0.0)
+    for p in prompts:
+        _complete(client, base_url, model, p, max_tokens)
+    q1 = _settled(client, base_url, "vllm:prefix_cache_queries_total", q0 + sum(map(len, prompts)))
+    h1 = _settled(client, base_url, "vllm:prefix_cache_hits_total", h0 + sum(predicted))
+    hits, queries = int(h1 - h0), int(q1 - q0)
+    agree = hits == sum(predicted)
+    why = (f"{requests} sequential requests of {shared_tokens} shared + {suffix_tokens} unique tokens, block {bs}: "
+           f"{shared_tokens // bs} full shared blocks -> predicted hits per request {predicted}; "
+           f"measured hits {hits}, queries {queries} (predicted {sum(map(len, prompts))})")
+    if not agree:
+        why += ("; DISAGREE: a request may have been looked up more than once (waiting on blocks) or the "
+                "shared prefix was already cached by an earlier run")
+    return Verdict("prefix_hits", agree, sum(predicted), hits, why,
+                   {"per_request": predicted, "queries": queries})
+
+
+def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str | None = None,
+                      requests: int = 8, prompt_tokens: int = 100, max_tokens: int = 200,
+                      max_num_seqs: int = 128, max_num_batched_tokens: int = 2048,
+                      seed: int | None = None) -> Verdict:
+    m0 = scrape(client, base_url)
+    cc = cache_config(m0)
+    n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
+    if not cc.get("num_gpu_blocks_override") or cc.get("num_gpu_blocks_override") == "None":
+        return Verdict("preemptions", None, explanation="start the engine with a small --num-gpu-blocks-override")
+    model, mml = _served_name(client, base_url, served_name)
+    sc = SimScenario("live-preempt", requests, None, Lengths("fixed", prompt_tokens), Lengths("fixed", max_tokens),
+                     engine=EngineSettings(num_blocks=n_blocks, block_size=bs, max_model_len=mml or 1024,
+                                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                           enable_prefix_caching=cc.get("enable_prefix_caching") == "True"))
+    sim = simulate(sc)
+    rng = random.Random(seed if seed is not None else time.time_ns())
+    prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
+    p0 = m0.value("vllm:num_preemptions_total", 0.0)
+    with ThreadPoolExecutor(requests) as pool:
+        list(pool.map(lambda p: _complete(httpx.Client(), base_url, model, p, max_tokens), prompts))
+    p1 = _settled(client, base_url, "vllm:num_preemptions_total", p0 + sim.preemptions)
+    measured = int(p1 - p0)
+    agree = measured == sim.preemptions
+    why = (f"{requests} concurrent requests x ({prompt_tokens} prompt + {max_tokens} output) on "
+           f"{n_blocks - 1} usable blocks of {bs}: simulator predicts {sim.preemptions} preemptions "
+           f"(all arriving in one step), engine counted {measured}")
+    if not agree:
+        why += ("; DISAGREE: the simulator admits all requests in the same step, while HTTP requests reach the "
+                "engine spread over several steps, which changes who is running when the cache fills"
+                if measured and sim.preemptions else "; DISAGREE")
+    return Verdict("preemptions", agree, sim.preemptions, measured, why,
+                   {"simulated": sim.summary(), "both_preempt": bool(measured) == bool(sim.preemptions)})
+
+
+def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtype: str = "auto",
+               kv_bytes: str | int | None = None, checks: Sequence[str] | None = None) -> list[Verdict]:
+    base_url = _check_url(base_url)
+    kvb = cap_mod.parse_bytes(kv_bytes) if isinstance(kv_bytes, str) else kv_bytes
+    wanted = list(checks or ("num_blocks", "usage", "prefix_hits", "preemptions"))
+    out: list[Verdict] = []
+    with httpx.Client(timeout=30) as client:
+        for name in wanted:
+            try:
+                if name == "num_blocks":
+                    out.append(check_num_blocks(client, base_url, model_dir, dtype=dtype, kv_bytes=kvb))
+                elif name == "usage":
+                    out.append(check_usage_single_stream(client, base_url, served_name=served_name))
+                elif name == "prefix_hits":
+                    out.append(check_prefix_hits(client, base_url, served_name=served_name))
+                elif name == "preemptions":
+                    out.append(check_preemptions(client, base_url, served_name=served_name))
+            except httpx.HTTPError as exc:
+                out.append(Verdict(name, None, explanation=f"could not run: {type(exc).__name__}: {exc}"))
+    return out

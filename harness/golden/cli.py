@@ -1,5 +1,157 @@
-"""Subcommands of this feature (filled in by its issue)."""
+"""`harness golden record|diff` and `harness upgrade`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import RefusedError, UsageError
+from harness.hashing import atomic_write_text
+
+__all__ = ["register", "cmd_record", "cmd_diff", "cmd_upgrade", "record_with_engine"]
 
 
 def register(sub) -> None:
-    pass
+    from harness.golden.diff import DEFAULT_MARGIN, DEFAULT_TOLERANCE
+
+    g = sub.add_parser("golden", help="record golden outputs of an engine, or diff two recordings")
+    gs = g.add_subparsers(dest="golden_command", metavar="SUBCOMMAND")
+    g.set_defaults(func=lambda a: (g.print_help(), 2)[1])
+
+    r = gs.add_parser("record", help="launch MANIFEST's engine and record the prompt sets (temperature 0, top-5 logprobs)")
+    r.add_argument("manifest")
+    r.add_argument("--prompts", action="append", metavar="SET",
+                   help="prompt set name (golden/prompts/SET.yaml) or path; repeatable; default: every set")
+    r.add_argument("--out", type=Path, help="recording directory (default golden/<engine>-<version>/<model-hash-12>/)")
+    r.add_argument("--force", action="store_true", help="replace an existing recording")
+    r.add_argument("--url", help="record from an already running engine at this base URL instead of launching one")
+    r.set_defaults(func=cmd_record)
+
+    d = gs.add_parser("diff", help="classify every prompt of recording B against baseline A; exit 0 iff no regression")
+    d.add_argument("a", type=Path, help="baseline recording directory")
+    d.add_argument("b", type=Path, help="candidate recording directory")
+    d.add_argument("--json", type=Path, metavar="OUT", help="also write the full diff as JSON")
+    d.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                   help=f"max |logprob drift| (nats) for 'equivalent' (default {DEFAULT_TOLERANCE})")
+    d.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"max baseline top-1/top-2 gap (nats) for 'near-tie' (default {DEFAULT_MARGIN})")
+    d.add_argument("-v", "--verbose", action="store_true", help="list identical prompts too")
+    d.set_defaults(func=cmd_diff)
+
+    u = sub.add_parser("upgrade", help="run OLD and NEW engines in turn and write one upgrade report (golden, metrics, "
+                                       "conformance, arguments) with a verdict safe/review/blocking")
+    u.add_argument("old_manifest")
+    u.add_argument("new_manifest")
+    u.add_argument("--out", type=Path, required=True, help="report directory (upgrade.json, upgrade.md, recordings)")
+    u.add_argument("--prompts", action="append", metavar="SET", help="prompt sets (default: every set)")
+    u.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    u.add_argument("--margin", type=float, default=DEFAULT_MARGIN)
+    u.add_argument("--no-conformance", action="store_true", help="skip the conformance suite (golden + metrics only)")
+    u.add_argument("--force", action="store_true", help="replace an existing report in --out")
+    u.set_defaults(func=cmd_upgrade)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
+    """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
+    from harness.golden.record import build_meta, record_sets
+
+    import httpx
+
+    api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
+    try:
+        reported = httpx.get(f"{engine.base_url}/version", timeout=10).json().get("version")
+    except (httpx.HTTPError, ValueError):
+        reported = None
+    records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
+    meta = build_meta(manifest, sets, identity=getattr(engine, "identity", None), engine_version=reported,
+                      timing=timing, base_url=engine.base_url)
+    if write and out is not None:
+        from harness.golden.store import write_recording
+
+        write_recording(out, meta, records, force=force)
+    return out, records, meta
+
+
+class _UrlEngine:
+    """A running engine given by URL (no launch, no identity check beyond /version)."""
+
+    def __init__(self, url: str, manifest):
+        self.base_url = url.rstrip("/")
+        self.identity = {"note": "recorded from --url; identity not verified by the harness"}
+        self._manifest = manifest
+
+    class _Spec:
+        def __init__(self, m):
+            self.manifest = m
+
+        def api_key(self):
+            import os
+
+            name = self.manifest.server.api_key_env
+            return os.environ.get(name) if name else None
+
+    @property
+    def spec(self):
+        return self._Spec(self._manifest)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from harness.golden.prompts import resolve_prompt_sets
+    from harness.golden.store import default_recording_dir
+    from harness.manifest import load_manifest
+
+    m = load_manifest(args.manifest)
+    sets = resolve_prompt_sets(args.prompts)
+    out = args.out or default_recording_dir(m)
+    # Refuse before launching anything: an existing recording is never overwritten without --force.
+    if out.is_dir() and not args.force and any(p.name == "meta.json" or p.suffix == ".jsonl" for p in out.iterdir()):
+        raise RefusedError(f"{out}: a recording is already there; pass --force to replace it")
+    t0 = time.perf_counter()
+    if args.url:
+        _, records, meta = record_with_engine(_UrlEngine(args.url, m), m, sets, out, force=args.force)
+    else:
+        from harness.launch.session import launch
+
+        with launch(m) as engine:
+            _, records, meta = record_with_engine(engine, m, sets, out, force=args.force)
+    for s in sets:
+        n = len(records[s.name])
+        t = meta["timing_s"][s.name]
+        print(f"{s.name}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt)")
+    print(f"recorded {sum(len(v) for v in records.values())} prompts to {out} "
+          f"(engine {meta['engine']['reported_version']}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from harness.golden.diff import diff_recordings, render_text
+    from harness.golden.store import load_recording
+
+    if args.tolerance < 0 or args.margin < 0:
+        raise UsageError("--tolerance and --margin must be >= 0")
+    a, b = load_recording(args.a), load_recording(args.b)
+    d = diff_recordings(a, b, tolerance=args.tolerance, margin=args.margin)
+    print(render_text(d, verbose=args.verbose))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
+    return 0 if d.ok else 1
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from harness.golden.upgrade import run_upgrade
+
+    report = run_upgrade(args.old_manifest, args.new_manifest, args.out, prompts=args.prompts,
+                         tolerance=args.tolerance, margin=args.margin, conformance=not args.no_conformance,
+                         force=args.force, say=_say)
+    print(f"verdict: {report['verdict']['verdict']}")
+    for r in report["verdict"]["reasons"]:
+        print(f"  - [{r['level']}] {r['text']}")
+    print(f"report: {args.out / 'upgrade.md'}  ({report['wall_seconds']:.0f} s)")
+    return {"safe": 0, "review": 0, "blocking": 1}[report["verdict"]["verdict"]]

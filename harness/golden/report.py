@@ -1,0 +1,133 @@
+"""upgrade.md: the upgrade report for a person (the same data as upgrade.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_markdown"]
+
+
+def _code(x: Any) -> str:
+    return f"`{x}`"
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        out.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+    return out
+
+
+def _golden(g: dict) -> list[str]:
+    if "refused" in g:
+        return [f"**Refused:** {g['refused']}"]
+    lines = [f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
+             f"Counts: {', '.join(f'{k} {v}' for k, v in g['counts'].items())}.", ""]
+    if g.get("sets_only_in_a") or g.get("sets_only_in_b"):
+        lines.append(f"Sets only in old: {g.get('sets_only_in_a')}; only in new: {g.get('sets_only_in_b')}.")
+    rows = []
+    for p in g["prompts"]:
+        where = ""
+        if p.get("position") is not None:
+            where = (f"token {p['position']} after {p['context_text']!r}: old {p['a_token']} / new {p['b_token']}; "
+                     f"old top {p['a_top'][:3]}")
+        rows.append([f"{p['set']}/{p['id']}", f"**{p['status']}**", p.get("reason", ""), where,
+                     f"{p.get('max_logprob_drift', 0):.2g}"])
+    return lines + _table(["prompt", "class", "reason", "first divergence", "max drift"], rows)
+
+
+def _metrics(m: dict) -> list[str]:
+    lines = [f"{m['counts']['old']} metric families before, {m['counts']['new']} after."]
+    for key, title in (("removed", "Removed"), ("hidden", "Hidden (absent, still in the new source)"),
+                       ("renamed", "Possibly renamed"), ("type_changed", "Type changed")):
+        items = m.get(key) or []
+        if not items:
+            lines.append(f"- **{title}:** none")
+            continue
+        if key == "renamed":
+            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['old'])} → {_code(x['new'])}" for x in items))
+        elif key == "type_changed":
+            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} {x['old']}→{x['new']}" for x in items))
+        else:
+            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} ({x['type']})" for x in items))
+    added = m.get("added") or []
+    lines.append(f"- **Added ({len(added)}):** " + (", ".join(f"{_code(x['name'])} ({x['type']}"
+                 + (f"; labels {', '.join(x['labels'])}" if x["labels"] else "") + ")" for x in added) or "none"))
+    if m.get("label_changes"):
+        lines += ["", "**Label names changed:**", ""]
+        lines += _table(["metric", "labels added", "labels removed"],
+                        [[_code(x["name"]), ", ".join(x["added"]) or "–", ", ".join(x["removed"]) or "–"]
+                         for x in m["label_changes"]])
+    if m.get("label_value_changes"):
+        lines += ["", "**Label values changed** (for `*_info` gauges these are engine settings/defaults):", ""]
+        lines += _table(["metric", "label", "old", "new"],
+                        [[_code(x["name"]), x["label"], x["old"], x["new"]] for x in m["label_value_changes"]])
+    return lines
+
+
+def _conformance(c: dict) -> list[str]:
+    if "not_run" in c:
+        return [f"Not compared: {c['not_run']}"]
+    rows = [[r["id"], r.get("level") or "", r["old"], r["new"] + (" ⚠" if r["old"] != r["new"] else ""),
+             r.get("new_behaviour") or r.get("new_note", "")[:80]] for r in c["cases"]]
+    changed = sum(1 for r in c["cases"] if r["old"] != r["new"])
+    return [f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
+            f"changes for clients. {changed} of {len(rows)} cases change.", ""] + _table(
+        ["case", "level", "old", "new", "new behaviour / note"], rows)
+
+
+def render_markdown(r: dict) -> str:
+    v = r["verdict"]
+    old, new, cmp = r["old"], r["new"], r["comparison"]
+    L = [f"# Upgrade report: {old['name']} → {new['name']}", "",
+         f"## Verdict: **{v['verdict'].upper()}**", ""]
+    for x in v["reasons"]:
+        L.append(f"- **{x['level']}**: {x['text']}")
+    L += ["", "## Engines", ""]
+    rows = []
+    for s in (old, new):
+        ident = s.get("identity") or {}
+        rows.append([s["name"], ident.get("version") or s["engine"]["version"], "yes" if s["ok"] else f"NO: {s.get('error')}",
+                     s.get("ready_seconds"), s.get("golden_seconds"), s.get("conformance_seconds"), s.get("wall_seconds")])
+    L += _table(["manifest", "engine /version", "ran", "ready s", "golden s", "conformance s", "total s"], rows)
+    for s in (old, new):
+        if not s["ok"] and s.get("log_tail"):
+            L += ["", f"Engine log tail ({s['name']}):", "", "```", s["log_tail"][-1500:], "```"]
+    L += ["", "## Golden outputs", ""]
+    L += _golden(cmp["golden"]) if "golden" in cmp else ["Not compared (an engine did not produce a recording)."]
+    L += ["", "## Wire shape (non-streaming responses of the golden prompts)", ""]
+    for ep, w in (cmp.get("wire") or {}).items():
+        L.append(f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; removed {[_code(k) for k in w['removed']] or 'none'}")
+    fp = cmp.get("system_fingerprint")
+    if fp:
+        L.append(f"- **system_fingerprint**: old {fp['old'] or 'absent'} → new {fp['new'] or 'absent'}")
+    L += ["", "## Metric surface", ""]
+    L += _metrics(cmp["metrics"]) if "metrics" in cmp else ["Not compared."]
+    L += ["", "## Conformance (old expectations, side by side)", ""]
+    L += _conformance(cmp.get("conformance", {}))
+    mc = cmp.get("manifest", {})
+    L += ["", "## Manifests, arguments and locked packages", ""]
+    L.append(f"- engine version: {mc.get('engine_version')}")
+    L.append(f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, removed {mc.get('args_removed')})")
+    L.append(f"- server env changes: {mc.get('env_changed') or 'none'}")
+    L.append(f"- same model: {mc.get('model_same')}")
+    rt = mc.get("python_runtime") or [None, None]
+    if rt[0] and rt[1] and rt[0].get("platform_plugin") != rt[1].get("platform_plugin"):
+        L.append(f"- CPU platform plugin: {rt[0].get('platform_plugin')} → {rt[1].get('platform_plugin')}")
+    lock = mc.get("lock") or {}
+    if lock:
+        L.append(f"- locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} added, "
+                 f"{len(lock.get('removed', {}))} removed")
+        if lock.get("changed"):
+            L += [""] + _table(["package", "old", "new"], [[k, a, b] for k, (a, b) in lock["changed"].items()])
+        if lock.get("added"):
+            L += ["", "Added: " + ", ".join(f"{k}=={x}" for k, x in lock["added"].items())]
+        if lock.get("removed"):
+            L += ["", "Removed: " + ", ".join(f"{k}=={x}" for k, x in lock["removed"].items())]
+    models = cmp.get("models") or {}
+    if models:
+        L += ["", f"- /v1/models old: {models.get('old')}", f"- /v1/models new: {models.get('new')}"]
+    s = r["settings"]
+    L += ["", "---", f"Prompt sets {s['prompt_sets']}; tolerance {s['tolerance']}; margin {s['margin']}; "
+          f"created {r['created_at']}; wall time {r['wall_seconds']} s. Recordings and metrics scrapes are beside this file."]
+    return "\n".join(L) + "\n"

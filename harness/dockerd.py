@@ -129,7 +129,7 @@ def _registry_answers(addr: str, timeout: float = 1.0) -> bool:
     import httpx
 
     try:
-        return httpx.get(f"http://{addr}/v2/", timeout=timeout).status_code in (200, 401)
+        return httpx.get(f"http://{addr}/v2/", timeout=timeout, trust_env=False).status_code in (200, 401)
     except httpx.HTTPError:
         return False
 

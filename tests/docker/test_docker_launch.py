@@ -27,13 +27,14 @@ from harness.pin import pin_manifest
 
 pytestmark = pytest.mark.docker
 REPO_ROOT = Path(__file__).resolve().parents[2]
+http = httpx.Client(trust_env=False)  # loopback only: never through a proxy from the environment
 
 
 def wait_health(url: str, engine: DockerEngine | None = None, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if http.get(f"{url}/health", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -127,15 +128,15 @@ def test_start_on_loopback_only_with_labels_then_stop_removes(pinned, make_spec,
     try:
         engine.start()
         wait_health(spec.base_url, engine)
-        info = httpx.get(f"{spec.base_url}/info", timeout=5).json()
+        info = http.get(f"{spec.base_url}/info", timeout=5).json()
         assert info["version"] == "3.3.5" and info["router"] == "text-generation-router"
         assert info["model_id"] == "/model" and info["docker_label"] == "standin-a"
-        models = httpx.get(f"{spec.base_url}/v1/models", timeout=5).json()
+        models = http.get(f"{spec.base_url}/v1/models", timeout=5).json()
         assert [m["id"] for m in models["data"]] == ["/model"]
-        assert "tgi_request_count" in httpx.get(f"{spec.base_url}/metrics", timeout=5).text
+        assert "tgi_request_count" in http.get(f"{spec.base_url}/metrics", timeout=5).text
 
         # a recorded TGI stream, replayed as SSE
-        with httpx.stream("POST", f"{spec.base_url}/v1/chat/completions", timeout=10,
+        with http.stream("POST", f"{spec.base_url}/v1/chat/completions", timeout=10,
                           json={"model": "tgi", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as r:
             events = [ln[len("data: "):] for ln in r.iter_lines() if ln.startswith("data: ")]
         assert events[-1] == "[DONE]"
@@ -276,3 +277,72 @@ def test_remove_managed_containers_by_run_id(pinned, make_spec):
     finally:
         for e in engines:
             e.stop(timeout=1)  # tolerant of the containers being gone already
+
+
+# -- through the CLI (`harness pin`, `harness up`) ------------------------------------------------------------------
+
+
+def _harness(*args, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], env=env, text=True, **kw)
+
+
+def _containers_of(pid: int) -> list[str]:
+    return [r["name"] for r in list_managed_containers() if r.get("harness_pid") == str(pid)]
+
+
+def _force_remove(names: list[str]) -> None:
+    from harness.dockerd import docker_client
+
+    client = docker_client()
+    for n in names:
+        try:
+            client.containers.get(n).remove(force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+def _up(manifest: Path) -> tuple[subprocess.Popen, str]:
+    proc = _harness("up", str(manifest), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stdout.readline().strip()
+    if not line.startswith("ready: http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"harness up printed {line!r}; stderr:\n{proc.communicate()[1]}")
+    return proc, line.removeprefix("ready: ")
+
+
+def test_cli_pin_then_up_sigterm_leaves_nothing(standin, write_manifest):
+    ref, digest = standin
+    path = write_manifest(ref)
+    pin = _harness("pin", str(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = pin.communicate(timeout=60)
+    assert pin.returncode == 0, err
+    assert load_manifest(path).runtime.docker.digest == digest
+    proc, url = _up(path)
+    try:
+        assert http.get(f"{url}/info", timeout=5).json()["version"] == "3.3.5"
+        names = _containers_of(proc.pid)
+        assert len(names) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert wait_gone(names, timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _force_remove(_containers_of(proc.pid))
+
+
+def test_cli_up_kill_9_leaves_no_container(pinned):
+    proc, url = _up(pinned)
+    names = _containers_of(proc.pid)
+    try:
+        assert len(names) == 1
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+        assert wait_gone(names, timeout=10), "container still there 10 s after kill -9 of `harness up`"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        _force_remove(names)

@@ -1,5 +1,137 @@
-"""Subcommands of this feature (filled in by its issue)."""
+"""Subcommands: `harness conform` (live suite) and `harness check-stream` (recorded streams)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import UsageError
+
+__all__ = ["register"]
 
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("conform", help="run the conformance suite against an engine (launch a manifest or attach to --url)")
+    p.add_argument("manifest", nargs="?", help="engine manifest to launch (omit with --url)")
+    p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
+    p.add_argument("--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest")
+    p.add_argument("--api-key", default=None, help="API key when attaching (default: env HARNESS_API_KEY)")
+    p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
+    p.add_argument("--out", help="directory for conformance.json and junit.xml")
+    p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
+    p.add_argument("--list", action="store_true", help="list case ids and requirements, run nothing")
+    p.add_argument("--extra-arg", action="append", default=[], help="extra engine argument when launching (repeatable)")
+    p.set_defaults(func=cmd_conform)
+
+    c = sub.add_parser("check-stream", help="check a recorded stream (raw SSE bytes or a JSON list of chunks)")
+    c.add_argument("files", nargs="+", help="recorded stream file(s)")
+    c.add_argument("--expect", default=None, help="expectation name or YAML path (default: pure OpenAI reference)")
+    c.add_argument("--kind", choices=["chat", "completions"], help="stream kind (default: guessed from the chunks)")
+    c.add_argument("--json", action="store_true", help="print results as JSON")
+    c.set_defaults(func=cmd_check_stream)
+
+
+def default_expectation(kind: str, version: str) -> str:
+    from harness.conformance.expectations import available
+
+    names = available()
+    for cand in (f"{kind}-{version}", f"{kind}-{'.'.join(version.split('.')[:2])}"):
+        if cand in names:
+            return cand
+    raise UsageError(f"no expectation file for {kind} {version}; pass --expect (available: {', '.join(names)})")
+
+
+def cmd_list() -> int:
+    from harness.conformance.registry import all_cases
+
+    for c in all_cases():
+        print(f"{c.id:45s} {c.level.value:6s} {c.requirement}")
+    return 0
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from harness.conformance.expectations import load_expectations
+    from harness.conformance.report import print_table, write_outputs
+    from harness.conformance.runner import new_ctx, run_suite_sync
+    from harness.manifest import is_loopback_host
+
+    if args.list:
+        return cmd_list()
+    if bool(args.url) == bool(args.manifest):
+        raise UsageError("give either a MANIFEST to launch or --url to attach (not both)")
+    if args.url:
+        from urllib.parse import urlparse
+
+        host = urlparse(args.url).hostname or ""
+        if not is_loopback_host(host):
+            raise UsageError(f"--url must be a loopback address, got {host!r}")
+        if not args.expect:
+            raise UsageError("--expect NAME is required with --url")
+        exp = load_expectations(args.expect)
+        key = args.api_key or os.environ.get("HARNESS_API_KEY")
+        ctx = new_ctx(args.url, exp, api_key=key, model=args.model or "")
+        t_ready = time.monotonic()
+        report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": args.url})
+        return _finish(report, args, t_ready, print_table, write_outputs)
+
+    from harness.launch.session import launch
+    from harness.manifest import load_manifest
+
+    m = load_manifest(args.manifest)
+    exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
+    run_dir = Path(args.out) if args.out else None
+    with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
+        t_ready = time.monotonic()
+        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng)
+        info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version, "url": eng.base_url,
+                "identity": getattr(eng, "identity", {})}
+        report = run_suite_sync(ctx, patterns=args.cases, engine_info=info)
+    return _finish(report, args, t_ready, print_table, write_outputs)
+
+
+def _finish(report, args, t_ready, print_table, write_outputs) -> int:
+    doc = report.to_dict()
+    doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
+    if args.out:
+        j, x = write_outputs(doc, args.out)
+        doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
+        j.write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+    print_table(doc)
+    if args.out:
+        print(f"wrote {Path(args.out) / 'conformance.json'} and junit.xml")
+    return 0 if report.ok else 1
+
+
+def cmd_check_stream(args: argparse.Namespace) -> int:
+    from harness.conformance.checkstream import check_file
+    from harness.conformance.expectations import load_expectations
+
+    exp = load_expectations(args.expect)
+    bad = 0
+    all_out = {}
+    for f in args.files:
+        if not Path(f).is_file():
+            raise UsageError(f"no such file: {f}")
+        results, note = check_file(f, exp, args.kind)
+        all_out[f] = {"note": note, "cases": [r.to_dict() for r in results]}
+        fails = [r for r in results if r.verdict in ("fail", "error")]
+        bad += len(fails)
+        if not args.json:
+            counts: dict[str, int] = {}
+            for r in results:
+                counts[r.verdict] = counts.get(r.verdict, 0) + 1
+            status = "FAIL" if fails else "ok"
+            print(f"{status:4s} {f}: {note}; " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+            for r in results:
+                if r.verdict in ("fail", "error", "quirk") or r.unexpected_pass:
+                    tag = r.verdict + ("(unexpected pass)" if r.unexpected_pass else "")
+                    where = f" @chunk {r.chunk}" if r.chunk is not None else ""
+                    print(f"     {tag:6s} {r.id}: {r.behaviour}{where} {('— ' + r.note) if r.note else ''}".rstrip())
+    if args.json:
+        json.dump(all_out, sys.stdout, indent=2, default=str, ensure_ascii=False)
+        print()
+    return 1 if bad else 0

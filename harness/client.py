@@ -1,0 +1,182 @@
+"""The trace client: every HTTP exchange with an engine becomes a `Trace` of raw, timestamped events.
+
+    async with make_client(base_url, api_key=key) as client:       # the one AsyncClient factory (transport injectable)
+        trace = await record(client, "POST", "/v1/chat/completions", json=body)
+        trace = await record(client, "POST", path, json=body, stop_after=lambda t: len(t.data_events()) >= 3)
+
+A trace stores only raw facts: status, headers, the response bytes, and for SSE each event (data, [DONE], comments /
+keep-alives, data after [DONE], a truncated tail) with `time.monotonic_ns()` and its exact bytes, plus how the exchange
+ended: "eof" (server closed), "cancel" (we disconnected on purpose), "disconnect" (transport error mid-body) or
+"error" (no response at all). Nothing here judges the engine; checks are pure functions over traces.
+Transport failures never raise out of `record`: they are recorded in `trace.error`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json as jsonlib
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from harness.sse import SSEParser, decode_json
+
+__all__ = ["TraceEvent", "Trace", "make_client", "record", "DEFAULT_TIMEOUT"]
+
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+MAX_BODY = 64 << 20  # stop storing (not reading) past this many bytes
+
+
+@dataclass
+class TraceEvent:
+    t_ns: int
+    kind: str  # data | done | comment | other | truncated | eof | cancel | disconnect
+    raw: bytes = b""
+    data: str | None = None
+    oversized: bool = False
+
+    def json(self) -> tuple[Any, str | None]:
+        return decode_json(self.data)
+
+
+@dataclass
+class Trace:
+    method: str
+    url: str
+    request_json: Any = None
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    events: list[TraceEvent] = field(default_factory=list)
+    t_start_ns: int = 0
+    t_headers_ns: int | None = None
+    t_end_ns: int | None = None
+    error: str | None = None  # transport error (no response, or the body broke off)
+    ended: str = ""  # eof | cancel | disconnect | error
+    sse: bool = False
+
+    # -- raw views -------------------------------------------------------------------------------------------
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "")
+
+    def data_events(self) -> list[TraceEvent]:
+        return [e for e in self.events if e.kind == "data"]
+
+    def body_json(self) -> tuple[Any, str | None]:
+        return decode_json(self.body.decode("utf-8", errors="replace") if self.body else None)
+
+    # -- persistence -----------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["body"] = base64.b64encode(self.body).decode()
+        d["events"] = [{**asdict(e), "raw": base64.b64encode(e.raw).decode()} for e in self.events]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Trace":
+        d = dict(d)
+        d["body"] = base64.b64decode(d.get("body", ""))
+        d["events"] = [TraceEvent(**{**e, "raw": base64.b64decode(e.get("raw", ""))}) for e in d.get("events", [])]
+        return cls(**d)
+
+
+def make_client(
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+    max_connections: int = 100,
+) -> httpx.AsyncClient:
+    """The one place an AsyncClient is built. Tests inject `httpx.MockTransport` (or an ASGI transport)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.AsyncClient(
+        base_url=base_url,
+        headers=headers,
+        timeout=timeout,
+        transport=transport,
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        trust_env=False,
+    )
+
+
+async def record(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    *,
+    json: Any = None,
+    content: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    sse: bool | None = None,
+    stop_after: Callable[[Trace], bool] | None = None,
+    timeout: httpx.Timeout | float | None = None,
+) -> Trace:
+    """Send one request and record everything that comes back. Never raises for transport problems.
+
+    sse: parse the body as SSE (default: when the response says text/event-stream or the JSON body asks stream=true).
+    stop_after: called once the headers arrived and after each batch of events; when it returns True we disconnect
+    (trace.ended = "cancel"); `lambda t: True` leaves before the first byte of the body.
+    """
+    trace = Trace(method=method, url=str(path), request_json=json, t_start_ns=time.monotonic_ns())
+    kwargs: dict[str, Any] = {"headers": headers}
+    if content is not None:
+        kwargs["content"] = content
+    elif json is not None:
+        kwargs["content"] = jsonlib.dumps(json).encode()
+        kwargs["headers"] = {"Content-Type": "application/json", **(headers or {})}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    try:
+        request = client.build_request(method, path, **kwargs)
+        trace.url = str(request.url)
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        trace.error, trace.ended, trace.t_end_ns = f"{type(exc).__name__}: {exc}", "error", time.monotonic_ns()
+        return trace
+    trace.t_headers_ns = time.monotonic_ns()
+    trace.status = response.status_code
+    trace.headers = {k.lower(): v for k, v in response.headers.items()}
+    wants_stream = isinstance(json, dict) and json.get("stream") is True
+    trace.sse = sse if sse is not None else ("text/event-stream" in trace.content_type or wants_stream)
+    parser = SSEParser() if trace.sse else None
+    body = bytearray()
+    try:
+        if stop_after is not None and stop_after(trace):  # e.g. leave before the first token
+            trace.ended = "cancel"
+            trace.events.append(TraceEvent(time.monotonic_ns(), "cancel"))
+            trace.t_end_ns = time.monotonic_ns()
+            return trace
+        try:
+            async for chunk in response.aiter_raw():
+                now = time.monotonic_ns()
+                if len(body) < MAX_BODY:
+                    body += chunk[: MAX_BODY - len(body)]
+                if parser is not None:
+                    for ev in parser.feed(chunk):
+                        trace.events.append(TraceEvent(now, ev.kind, ev.raw, ev.data, ev.oversized))
+                    if stop_after is not None and stop_after(trace):
+                        trace.ended = "cancel"
+                        trace.events.append(TraceEvent(time.monotonic_ns(), "cancel"))
+                        break
+            else:
+                trace.ended = "eof"
+        except httpx.HTTPError as exc:
+            trace.error, trace.ended = f"{type(exc).__name__}: {exc}", "disconnect"
+        if parser is not None and trace.ended != "cancel":
+            now = time.monotonic_ns()
+            for ev in parser.close():
+                trace.events.append(TraceEvent(now, ev.kind, ev.raw, ev.data, ev.oversized))
+        if trace.ended in ("eof", "disconnect"):
+            trace.events.append(TraceEvent(time.monotonic_ns(), trace.ended))
+    finally:
+        try:
+            await response.aclose()
+        except Exception:  # closing a broken connection must not hide the trace
+            pass
+    trace.body = bytes(body)
+    trace.t_end_ns = time.monotonic_ns()
+    return trace

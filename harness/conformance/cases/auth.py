@@ -1,0 +1,55 @@
+"""API key: missing or wrong key is refused with 401; /health and /metrics stay reachable without a key."""
+
+from __future__ import annotations
+
+from harness.client import record
+from harness.conformance.cases.errors import error_shape
+from harness.conformance.model import Check, failed, passed, skipped
+from harness.conformance.registry import case
+
+NO_KEY = "no API key configured (manifest server.api_key_env, or --api-key when attaching)"
+
+
+async def _send(ctx, key: str | None, method: str, path: str, body=None):
+    async with ctx.new_client(api_key=key) as c:
+        return await record(c, method, path, json=body)
+
+
+async def _refused(ctx, key: str | None) -> Check:
+    if not ctx.api_key:
+        return skipped(NO_KEY)
+    t = await _send(ctx, key, "POST", "/v1/chat/completions", ctx.chat(max_tokens=2))
+    if t.status != 401:
+        return failed(f"status-{t.status}", 401, t.status)
+    doc, err = t.body_json()
+    if err:
+        return failed("non-json-error-body", "an OpenAI error object", t.body[:100].decode("utf-8", "replace"))
+    tag = error_shape(doc)
+    return failed(tag, '{"error": {"message", "type", ...}}', doc) if tag else passed()
+
+
+@case("auth.missing-key", "a request without the API key gets 401 with an OpenAI error object")
+async def missing(ctx) -> Check:
+    return await _refused(ctx, None)
+
+
+@case("auth.wrong-key", "a request with a wrong API key gets 401 with an OpenAI error object")
+async def wrong(ctx) -> Check:
+    return await _refused(ctx, "wrong-" + (ctx.api_key or "")[:4])
+
+
+async def _open(ctx, path: str) -> Check:
+    if not ctx.api_key:
+        return skipped(NO_KEY)
+    t = await _send(ctx, None, "GET", path)
+    return passed() if t.status == 200 else failed(f"status-{t.status}", 200, t.status)
+
+
+@case("auth.health-unguarded", "GET /health needs no API key")
+async def health_open(ctx) -> Check:
+    return await _open(ctx, "/health")
+
+
+@case("auth.metrics-unguarded", "GET /metrics needs no API key")
+async def metrics_open(ctx) -> Check:
+    return await _open(ctx, "/metrics")

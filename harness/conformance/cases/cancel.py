@@ -1,0 +1,98 @@
+"""Cancellation: when the client leaves, the server stops the work.
+
+Judged on the series the expectation file names (`cancellation:`): the generated-tokens counter stops growing
+(at most `bound_tokens` per stream after the disconnect), the running gauge and the KV-usage gauge return to
+their baseline within `settle_s`, and the engine still answers correctly afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from harness.client import record
+from harness.conformance.model import Check, failed, passed, skipped
+
+LONG_TOKENS = 900
+
+
+async def _values(ctx, names: list[str]) -> dict:
+    s = await ctx.scrape()
+    return {n: s.value(n) for n in names} if s.ok else {}
+
+
+async def _settle(ctx, gauges: dict[str, float], timeout_s: float) -> tuple[bool, dict, float]:
+    t0 = time.monotonic()
+    while True:
+        vals = await _values(ctx, list(gauges))
+        if vals and all(vals.get(n) is not None and vals[n] <= b + 1e-9 for n, b in gauges.items()):
+            return True, vals, time.monotonic() - t0
+        if time.monotonic() - t0 > timeout_s:
+            return False, vals, time.monotonic() - t0
+        await asyncio.sleep(0.1)
+
+
+async def _one(ctx, body: dict, after_chunks: int):
+    def stop(t) -> bool:
+        return sum(1 for e in t.events if e.kind == "data") >= after_chunks
+
+    return await record(ctx.client, "POST", "/v1/completions", json=body, stop_after=stop)
+
+
+async def run_cancellation(ctx, cut_points: list[int]) -> Check:
+    spec = ctx.exp.cancellation
+    if not spec:
+        return skipped("the expectation file declares no cancellation series")
+    gen, running, kv = spec.get("generated"), spec.get("running"), spec.get("kv")
+    bound = int(spec.get("bound_tokens", 64))
+    settle_s = float(spec.get("settle_s", 5.0))
+    gauges = [g for g in (running, kv) if g]
+    base_ok, base, _ = await _settle(ctx, {g: float((spec.get("idle") or {}).get(g, 0.0)) for g in gauges}, settle_s)
+    if not base_ok:
+        return failed("not-idle-before", "idle gauges before the case", base)
+    body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
+    traces = await asyncio.gather(*(_one(ctx, body, k) for k in cut_points))
+    not_cancelled = [i for i, t in enumerate(traces) if t.ended != "cancel"]
+    if not_cancelled:
+        t = traces[not_cancelled[0]]
+        return failed("stream-ended-early", "still streaming at the cut point", t.ended, note=t.error or f"status {t.status}")
+    at_cancel = await _values(ctx, [gen] if gen else [])
+    ok, vals, dt = await _settle(ctx, base, settle_s)
+    if not ok:
+        return failed("not-back-to-baseline", base, vals, note=f"after {dt:.1f}s")
+    evidence = {"settled_s": round(dt, 2)}
+    if gen:
+        after = await _values(ctx, [gen])
+        await asyncio.sleep(0.5)
+        quiet = await _values(ctx, [gen])
+        grown = (after.get(gen) or 0) - (at_cancel.get(gen) or 0)
+        evidence.update(tokens_after_disconnect=grown, streams=len(cut_points))
+        if grown > bound * len(cut_points) or (quiet.get(gen) or 0) > (after.get(gen) or 0):
+            return failed("kept-generating", f"<= {bound * len(cut_points)} tokens after the disconnect", grown,
+                          note=f"still growing while idle: {(quiet.get(gen) or 0) - (after.get(gen) or 0)}")
+    check = await record(ctx.client, "POST", "/v1/completions", json=ctx.completion(max_tokens=4))
+    doc, err = check.body_json()
+    ct = (doc or {}).get("usage", {}).get("completion_tokens") if isinstance(doc, dict) else None
+    if check.status != 200 or err or ct != 4:
+        return failed("unhealthy-after-cancel", "200 with 4 completion tokens", check.status, note=err or str(ct))
+    return passed(", ".join(f"{k}={v}" for k, v in evidence.items()), **evidence)
+
+
+from harness.conformance.registry import case  # noqa: E402
+
+
+@case("cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=60)
+async def mid_stream(ctx) -> Check:
+    return await run_cancellation(ctx, [20])
+
+
+@case("cancel.before-first-token", "a disconnect before the first token stops the request", timeout_s=60)
+async def before_first(ctx) -> Check:
+    return await run_cancellation(ctx, [0])
+
+
+@case("cancel.concurrent-32", "32 concurrent streams cancelled at random points all stop and free their slots", timeout_s=90)
+async def concurrent(ctx) -> Check:
+    rnd = random.Random(32)
+    return await run_cancellation(ctx, [rnd.randint(0, 60) for _ in range(32)])

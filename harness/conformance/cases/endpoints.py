@@ -1,0 +1,43 @@
+"""Health and identity endpoints: /health, /version or /info, /v1/models."""
+
+from __future__ import annotations
+
+from harness.conformance.model import Check, failed, passed
+from harness.conformance.registry import case
+
+
+@case("health.health", "GET /health answers 200 while the engine is ready")
+async def health(ctx) -> Check:
+    t = await ctx.get("/health")
+    return passed() if t.status == 200 else failed(f"status-{t.status}", 200, t.status, note=t.error or "")
+
+
+@case("health.version", "GET /version (or /info) reports the engine version the expectation file names")
+async def version(ctx) -> Check:
+    want = str(ctx.exp.engine.get("version", ""))
+    for path in ("/version", "/info"):
+        t = await ctx.get(path)
+        doc, err = t.body_json()
+        if t.status == 200 and not err and isinstance(doc, dict) and isinstance(doc.get("version"), str):
+            got = doc["version"]
+            if want and not (got == want or got.startswith(want + ".")):
+                return failed("version-mismatch", want, got, note=path)
+            return passed(f"{path}: {got}")
+    return failed("no-version-endpoint", "/version or /info with a version field", "none")
+
+
+@case("health.models", "GET /v1/models lists the served model as {object: list, data: [{id, object: model}]}")
+async def models(ctx) -> Check:
+    t = await ctx.get("/v1/models")
+    doc, err = t.body_json()
+    if t.status != 200 or err:
+        return failed(f"status-{t.status}", 200, t.status, note=err or "")
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("object") != "list" or not isinstance(data, list):
+        return failed("models-shape", "{object: list, data: [...]}", doc)
+    ids = [m.get("id") for m in data if isinstance(m, dict)]
+    if any(not isinstance(m, dict) or m.get("object") != "model" for m in data):
+        return failed("model-entry-shape", "each entry has object: model", data[:2])
+    if ctx.model and ctx.model not in ids:
+        return failed("served-name-missing", ctx.model, ids)
+    return passed(f"ids={ids}")

@@ -1,0 +1,101 @@
+"""Error statuses and body shapes; an error inside a stream.
+
+Reference body (OpenAI): {"error": {"message": str, "type": str, "param": ..., "code": ...}}.
+"""
+
+from __future__ import annotations
+
+from harness.conformance.model import Check, failed, passed
+from harness.conformance.registry import case
+from harness.conformance.view import from_trace
+
+CHAT = "/v1/chat/completions"
+
+
+def error_shape(doc) -> str | None:
+    """None when `doc` is an OpenAI error object, else a stable tag naming the deviation."""
+    if not isinstance(doc, dict) or "error" not in doc:
+        return "no-error-object"
+    e = doc["error"]
+    if isinstance(e, str):
+        return "plain-error-string"
+    if not isinstance(e, dict):
+        return "no-error-object"
+    if not isinstance(e.get("message"), str) or not e.get("message"):
+        return "no-error-message"
+    if "type" not in e:
+        return "no-error-type"
+    return None
+
+
+def judge_error(t, statuses: tuple[int, ...]) -> Check:
+    if t.status is None:
+        return failed("no-response", statuses, t.error)
+    doc, err = t.body_json()
+    if t.status not in statuses:
+        return failed(f"status-{t.status}", list(statuses), t.status, note=t.body[:200].decode("utf-8", "replace"))
+    if err:
+        return failed("non-json-error-body", "a JSON error object", t.body[:200].decode("utf-8", "replace"),
+                      note=f"content-type {t.content_type}")
+    tag = error_shape(doc)
+    if tag:
+        return failed(tag, '{"error": {"message", "type", ...}}', doc)
+    return passed(f"{t.status} {doc['error'].get('type')}: {doc['error']['message'][:80]}")
+
+
+@case("errors.unknown-model", "an unknown model gives 404 with an OpenAI error object")
+async def unknown_model(ctx) -> Check:
+    return judge_error(await ctx.post(CHAT, {**ctx.chat(max_tokens=2), "model": "no-such-model-xyz"}), (404,))
+
+
+@case("errors.context-length", "a prompt over the context length gives 400 with an OpenAI error object")
+async def context_length(ctx) -> Check:
+    long = "hello " * 2000
+    return judge_error(await ctx.post(CHAT, ctx.chat(max_tokens=2, messages=[{"role": "user", "content": long}])), (400,))
+
+
+@case("errors.invalid-parameter", "an invalid sampling parameter (temperature -1) gives 400 with an OpenAI error object")
+async def invalid_parameter(ctx) -> Check:
+    return judge_error(await ctx.post(CHAT, ctx.chat(max_tokens=2, temperature=-1)), (400,))
+
+
+@case("errors.malformed-json", "a malformed JSON body gives 400 with an OpenAI error object")
+async def malformed(ctx) -> Check:
+    t = await ctx.post(CHAT, None, content=b'{"model": "x", "messages": [', headers={"Content-Type": "application/json"})
+    return judge_error(t, (400,))
+
+
+@case("errors.content-type", "a body sent as text/plain gives 400 or 415 with an OpenAI error object")
+async def wrong_ct(ctx) -> Check:
+    import json
+
+    t = await ctx.post(CHAT, None, content=json.dumps(ctx.chat(max_tokens=2)).encode(), headers={"Content-Type": "text/plain"})
+    return judge_error(t, (400, 415))
+
+
+@case("errors.in-stream", "an error after streaming started is an SSE error event (OpenAI error object) then [DONE], HTTP 200")
+async def in_stream(ctx) -> Check:
+    # A token id outside every vocabulary: engines validate it only when generation starts.
+    body = {"model": ctx.model, "prompt": [2_000_000_000], "max_tokens": 4, "stream": True}
+    t = await ctx.post("/v1/completions", body)
+    if t.status is not None and 400 <= t.status < 500:
+        r = judge_error(t, (t.status,))
+        if r.status.value == "pass":
+            r.note = "rejected before streaming: " + r.note
+        return r
+    if t.status != 200:
+        return failed(f"status-{t.status}", "200 + error event (or a 4xx error object)", t.status,
+                      note=t.body[:200].decode("utf-8", "replace"))
+    v = from_trace(t)
+    errs = [(n, o) for n, o in v.objects() if "error" in o]
+    if not errs:
+        return failed("no-error-event", "an SSE error event", [c.obj for c in v.chunks][:3])
+    n, doc = errs[0]
+    tag = error_shape(doc)
+    if tag is None and "code" not in doc["error"]:
+        tag = "error-event-shape"
+    if tag:
+        return failed("error-event-shape" if tag != "plain-error-string" else tag, '{"error": {"message","type","code"}}', doc, n)
+    if "done" not in v.kinds:
+        return failed("no-done-after-error", "[DONE] after the error event", v.kinds)
+    return passed(f"code={doc['error'].get('code')}: {doc['error']['message'][:60]}")

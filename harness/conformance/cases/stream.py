@@ -1,0 +1,108 @@
+"""Streaming shape (chat and completions), n=2, usage options, stream == non-stream."""
+
+from __future__ import annotations
+
+from harness.conformance.context import probe
+from harness.conformance.model import Check, Level, failed, passed, skipped
+from harness.conformance.registry import case, shape_cases
+from harness.conformance.shape import SHAPE_CHECKS, one_finish_reason, per_index, role_first, streamed_text
+from harness.conformance.view import choices, from_trace
+
+MAX_TOKENS = 16
+
+
+@probe("chat.stream")
+async def _chat_stream(ctx):
+    body = ctx.chat(max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True})
+    return await ctx.post("/v1/chat/completions", body)
+
+
+@probe("completions.stream")
+async def _completions_stream(ctx):
+    body = ctx.completion(max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True})
+    return await ctx.post("/v1/completions", body)
+
+
+shape_cases("chat.stream", "chat.stream", SHAPE_CHECKS, "chat")
+shape_cases("completions.stream", "completions.stream", SHAPE_CHECKS, "completions")
+
+
+def _status_problem(t) -> Check | None:
+    if t.status != 200:
+        return failed(f"status-{t.status}", 200, t.status, note=(t.error or t.body[:200].decode("utf-8", "replace")))
+    return None
+
+
+@case("chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason")
+async def n2(ctx) -> Check:
+    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
+    if (p := _status_problem(t)) is not None:
+        return p
+    v = from_trace(t)
+    idx = per_index(v)
+    if sorted(idx) != [0, 1]:
+        return failed("n-ignored", "choice indexes [0, 1]", sorted(idx))
+    r = role_first(v)
+    return r if r.status.value != "pass" else one_finish_reason(v)
+
+
+@case("chat.stream.no-usage-without-option", "without stream_options no chunk carries usage")
+async def no_usage(ctx) -> Check:
+    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True))
+    if (p := _status_problem(t)) is not None:
+        return p
+    for n, o in from_trace(t).objects():
+        if o.get("usage") is not None:
+            return failed("usage-without-option", "no usage (or usage: null)", o.get("usage"), n)
+    return passed()
+
+
+@case("chat.stream.continuous-usage", "continuous_usage_stats puts running usage on every chunk", Level.SHOULD)
+async def continuous(ctx) -> Check:
+    so = {"include_usage": True, "continuous_usage_stats": True}
+    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True, stream_options=so))
+    if (p := _status_problem(t)) is not None:
+        return p
+    objs = from_trace(t).objects()
+    last = -1
+    for n, o in objs:
+        u = o.get("usage")
+        if not isinstance(u, dict):
+            return failed("no-continuous-usage", "usage on every chunk", None, n)
+        c = u.get("completion_tokens")
+        if not isinstance(c, int) or c < last:
+            return failed("usage-not-monotonic", f"completion_tokens >= {last}", c, n)
+        last = c
+    return passed(f"{len(objs)} chunks, final completion_tokens={last}")
+
+
+async def _equals(ctx, path: str, body: dict) -> Check:
+    ns = await ctx.post(path, {**body, "stream": False})
+    st = await ctx.post(path, {**body, "stream": True})
+    for t in (ns, st):
+        if (p := _status_problem(t)) is not None:
+            return p
+    doc, err = ns.body_json()
+    ch = choices(doc)
+    if err or not ch:
+        return failed("non-stream-shape", "a JSON response with choices", err or doc)
+    c0 = ch[0]
+    text = (c0.get("message") or {}).get("content") if "message" in c0 else c0.get("text")
+    streamed = streamed_text(from_trace(st))
+    if text != streamed:
+        k = next((i for i, (a, b) in enumerate(zip(text or "", streamed)) if a != b), min(len(text or ""), len(streamed)))
+        return failed("stream-text-differs", (text or "")[: k + 20], streamed[: k + 20], note=f"first difference at char {k}")
+    return passed(f"{len(streamed)} chars")
+
+
+@case("chat.stream.equals-nonstream", "streamed text equals the non-streamed text at temperature 0")
+async def chat_equals(ctx) -> Check:
+    return await _equals(ctx, "/v1/chat/completions", ctx.chat(max_tokens=24))
+
+
+@case("completions.stream.equals-nonstream", "streamed text equals the non-streamed text at temperature 0")
+async def completions_equals(ctx) -> Check:
+    return await _equals(ctx, "/v1/completions", ctx.completion(max_tokens=24))
+
+
+_ = skipped  # re-exported helper used by sibling modules

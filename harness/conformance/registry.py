@@ -1,0 +1,51 @@
+"""The case registry: `@case(...)` registers a live case; shape checks are registered per probe. Stable order."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any, Callable
+
+from harness.conformance.model import Case, Check, Level
+
+__all__ = ["CASES", "case", "shape_cases", "select", "all_cases"]
+
+CASES: list[Case] = []
+
+
+def case(id: str, requirement: str, level: Level = Level.MUST, timeout_s: float = 60.0):
+    def deco(fn: Callable[[Any], Any]):
+        if any(c.id == id for c in CASES):
+            raise ValueError(f"duplicate case id {id}")
+        CASES.append(Case(id, requirement, level, fn, timeout_s=timeout_s))
+        return fn
+
+    return deco
+
+
+def shape_cases(prefix: str, probe_name: str, checks: dict, kind: str) -> None:
+    """Register one live case per pure shape check, all judged on the trace of one probe."""
+    from harness.conformance.view import from_trace
+
+    for name, (fn, level, req, kinds) in checks.items():
+        if kind not in kinds:
+            continue
+
+        def make(fn=fn):
+            async def run(ctx) -> Check:
+                return fn(from_trace(await ctx.probe(probe_name)))
+
+            return run
+
+        CASES.append(Case(f"{prefix}.{name}", req, level, make(), shape=fn, kind=kind))
+
+
+def all_cases() -> list[Case]:
+    import harness.conformance.cases  # noqa: F401  (registers everything)
+
+    return list(CASES)
+
+
+def select(cases: list[Case], patterns: list[str] | None) -> list[Case]:
+    if not patterns:
+        return cases
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) or c.id.startswith(p + ".") for p in patterns)]

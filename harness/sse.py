@@ -1,0 +1,191 @@
+"""Server-sent events over raw bytes: an incremental parser that never raises.
+
+    parser = SSEParser()
+    for event in parser.feed(chunk_bytes): ...
+    for event in parser.close(): ...        # flushes an unterminated event as kind "truncated"
+
+Each `SSEEvent` keeps the exact bytes it was parsed from (`raw`), so a trace can be replayed byte for byte.
+Kinds: "data" (one dispatched event with a data field), "done" (data == "[DONE]"), "comment" (a ":" line,
+keep-alives included), "other" (fields without data, e.g. a lone "event:" or "id:" block, or unknown fields),
+"truncated" (bytes left when the stream ended without the blank line that dispatches an event).
+Lines are split on CRLF, LF or CR (WHATWG rules); bytes are decoded as UTF-8 with replacement. Lines longer than
+`max_line` bytes are kept whole but the event is flagged `oversized=True` (the parser never drops data silently).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "decode_json"]
+
+DONE = "[DONE]"
+
+
+@dataclass
+class SSEEvent:
+    kind: str  # data | done | comment | other | truncated
+    data: str | None  # joined data lines (comment text for comments)
+    raw: bytes  # the bytes this event was parsed from
+    event: str | None = None  # the "event:" field, if any
+    id: str | None = None
+    oversized: bool = False
+    fields: dict[str, str] = field(default_factory=dict)  # unknown fields, last value wins
+
+    def json(self) -> Any:
+        """The data parsed as JSON, or None when it is not JSON (see `decode_json` for the reason)."""
+        return decode_json(self.data)[0]
+
+
+def decode_json(text: str | None) -> tuple[Any, str | None]:
+    """(value, error). Never raises; error is a short message when the text is not JSON."""
+    if text is None:
+        return None, "no data"
+    try:
+        return json.loads(text), None
+    except (ValueError, RecursionError) as exc:
+        return None, f"invalid JSON: {type(exc).__name__}: {str(exc)[:120]}"
+
+
+class SSEParser:
+    """Incremental WHATWG-style SSE parser over bytes. `feed` and `close` never raise."""
+
+    def __init__(self, max_line: int = 1 << 20):
+        self.max_line = max_line
+        self._buf = bytearray()  # bytes not yet split into lines
+        self._event_raw = bytearray()  # raw bytes of the event being built
+        self._data: list[str] = []
+        self._has_data = False
+        self._event: str | None = None
+        self._id: str | None = None
+        self._fields: dict[str, str] = {}
+        self._oversized = False
+        self._pending_cr = False  # a CR ended the previous feed; a following LF belongs to it
+
+    # -- public -------------------------------------------------------------------------------------------------
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        try:
+            if not chunk:
+                return out
+            data = bytes(chunk)
+            if self._pending_cr:
+                self._pending_cr = False
+                if data[:1] == b"\n":
+                    self._event_raw += b"\n"
+                    data = data[1:]
+            self._buf += data
+            self._split(out)
+        except Exception as exc:  # pragma: no cover - defensive: the parser must never raise
+            out.append(SSEEvent("truncated", f"parser error: {exc!r}", bytes(self._buf)))
+            self._buf.clear()
+        return out
+
+    def close(self) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        try:
+            if self._buf:
+                self._line(bytes(self._buf), bytes(self._buf), out)
+                self._buf.clear()
+            pending = self._has_data or self._event is not None or self._id is not None or self._fields
+            if self._event_raw and (pending or self._event_raw.strip()):
+                out.append(
+                    SSEEvent(
+                        "truncated",
+                        "\n".join(self._data) if self._has_data else None,
+                        bytes(self._event_raw),
+                        self._event,
+                        self._id,
+                        self._oversized,
+                        dict(self._fields),
+                    )
+                )
+            self._reset()
+        except Exception as exc:  # pragma: no cover
+            out.append(SSEEvent("truncated", f"parser error: {exc!r}", b""))
+        return out
+
+    # -- internals ----------------------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        self._event_raw = bytearray()
+        self._data = []
+        self._has_data = False
+        self._event = None
+        self._id = None
+        self._fields = {}
+        self._oversized = False
+
+    def _split(self, out: list[SSEEvent]) -> None:
+        buf = self._buf
+        start = 0
+        n = len(buf)
+        cr = buf.find(b"\r")
+        while start < n:
+            lf = buf.find(b"\n", start)
+            if 0 <= cr < start:
+                cr = buf.find(b"\r", start)
+            if lf < 0 and cr < 0:
+                break
+            if cr >= 0 and (lf < 0 or cr < lf):
+                end = cr
+                if cr + 1 < n:
+                    term_end = cr + 2 if buf[cr + 1 : cr + 2] == b"\n" else cr + 1
+                else:  # CR at the end of what we have: a following LF may complete CRLF
+                    term_end = cr + 1
+                    self._pending_cr = True
+            else:
+                end = lf
+                term_end = lf + 1
+            self._line(bytes(buf[start:end]), bytes(buf[start:term_end]), out)
+            start = term_end
+        del buf[:start]
+        if len(buf) > self.max_line:
+            self._oversized = True
+
+    def _line(self, line: bytes, raw: bytes, out: list[SSEEvent]) -> None:
+        self._event_raw += raw
+        if len(line) > self.max_line:
+            self._oversized = True
+        if not line:
+            self._dispatch(out)
+            return
+        text = line.decode("utf-8", errors="replace")
+        if text.startswith(":"):
+            # A comment is its own event in the trace (keep-alives must be visible), even mid-event.
+            comment_raw = raw
+            self._event_raw = self._event_raw[: len(self._event_raw) - len(raw)]
+            out.append(SSEEvent("comment", text[1:].lstrip(" "), comment_raw))
+            return
+        name, sep, value = text.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+            self._has_data = True
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        else:
+            self._fields[name] = value
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        if self._has_data:
+            data = "\n".join(self._data)
+            kind = "done" if data.strip() == DONE else "data"
+        elif self._event is not None or self._id is not None or self._fields:
+            data, kind = None, "other"
+        else:
+            # A blank line with nothing pending: keep its bytes on the next event, no event emitted.
+            return
+        out.append(
+            SSEEvent(kind, data, bytes(self._event_raw), self._event, self._id, self._oversized, dict(self._fields))
+        )
+        self._reset()
+
+
+def parse_sse_bytes(blob: bytes, max_line: int = 1 << 20) -> list[SSEEvent]:
+    """Parse a whole captured stream (e.g. a file). Never raises."""
+    p = SSEParser(max_line=max_line)
+    return p.feed(blob) + p.close()

@@ -197,21 +197,9 @@ class DockerEngine(Engine):
             self._client = _client()
         return self._client
 
-    # -- Engine interface ---------------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        if self.container is not None:
-            raise LaunchError(f"{self.name} was already started")
-        import docker.errors
-        import docker.types
-
+    def create_kwargs(self) -> dict:
+        """Keyword arguments for `containers.create(image_id, **kwargs)` (no side effects; tested without a daemon)."""
         spec, d = self.spec, self.docker
-        if not Path(spec.model_dir).is_dir():
-            raise RefusedError(f"model directory {spec.model_dir} does not exist")
-        img = find_pinned_image(d.image, d.digest, self.client)  # refuse before any side effect
-        self.image_id = img.id
-        spec.run_dir.mkdir(parents=True, exist_ok=True)
-        self._spawn_reaper()
         kwargs = dict(
             command=engine_args(spec),
             name=self.name,
@@ -222,10 +210,29 @@ class DockerEngine(Engine):
             volumes={str(Path(spec.model_dir).resolve()): {"bind": MODEL_MOUNT, "mode": "ro"}},
             network_mode="bridge",
         )
-        if d.gpus:
+        if d.gpus:  # only when the manifest asks: all GPUs, like `docker run --gpus all`
+            import docker.types
+
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
         if d.shm_size:
             kwargs["shm_size"] = d.shm_size
+        return kwargs
+
+    # -- Engine interface ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.container is not None:
+            raise LaunchError(f"{self.name} was already started")
+        import docker.errors
+
+        spec, d = self.spec, self.docker
+        if not Path(spec.model_dir).is_dir():
+            raise RefusedError(f"model directory {spec.model_dir} does not exist")
+        img = find_pinned_image(d.image, d.digest, self.client)  # refuse before any side effect
+        self.image_id = img.id
+        spec.run_dir.mkdir(parents=True, exist_ok=True)
+        kwargs = self.create_kwargs()
+        self._spawn_reaper()
         try:
             # by image id, not by tag: the tag could be re-pointed between the check and the run
             self.container = self.client.containers.create(img.id, **kwargs)

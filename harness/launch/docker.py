@@ -49,6 +49,7 @@ __all__ = [
     "engine_args",
     "list_managed_containers",
     "remove_managed_containers",
+    "wait_gone",
 ]
 
 LABEL_MANAGED = "harness.managed"

@@ -9,7 +9,7 @@ Classes (worst over a prompt's choices wins, in this order of severity):
                   (default DEFAULT_MARGIN) and B's token there is one of those near-tied baseline tokens, and every
                   logprob before it is within `tolerance`: either token is a fair greedy choice
     regression    anything else (different tokens elsewhere, drift beyond tolerance, text/finish change for the same
-                  tokens, a different number of choices)
+                  tokens, a different number of choices, an HTTP refusal on one side only or of another status/type)
     missing       in A but not in B                         (fails the diff, like a regression)
     incomparable  same id but a different request (prompt edited) (fails the diff)
     added         in B only                                 (informational)
@@ -156,6 +156,17 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float) -> dict:
                   "reason": f"token {pos}: {ta[pos]} -> {tb[pos]}; baseline top-1/top-2 gap {gap:.3g} > margin {margin}"}
 
 
+def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> PromptDiff:
+    def show(e: dict | None) -> str:
+        return "an answer" if not e else f"HTTP {e['status']} {e.get('type')}: {e.get('message', '')[:160]}"
+
+    if ea and eb and (ea["status"], ea.get("type")) == (eb["status"], eb.get("type")):
+        if ea.get("message") == eb.get("message"):
+            return PromptDiff(s, pid, "identical", "")
+        return PromptDiff(s, pid, "equivalent", f"same refusal, new message: {show(eb)}")
+    return PromptDiff(s, pid, "regression", f"A gave {show(ea)}; B gave {show(eb)}")
+
+
 def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TOLERANCE,
                     margin: float = DEFAULT_MARGIN, allow_other_model: bool = False) -> GoldenDiff:
     if a.model_sha256 != b.model_sha256 and not allow_other_model:
@@ -178,6 +189,10 @@ def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TO
         ra, rb = pa[key], pb[key]
         if ra["request_sha256"] != rb["request_sha256"]:
             out.prompts.append(PromptDiff(s, pid, "incomparable", "same id, different request (prompt edited?)"))
+            continue
+        ea, eb = ra.get("error"), rb.get("error")
+        if ea or eb:
+            out.prompts.append(_classify_errors(s, pid, ea, eb))
             continue
         if len(ra["choices"]) != len(rb["choices"]):
             out.prompts.append(PromptDiff(s, pid, "regression",

@@ -127,6 +127,19 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
         r = client.post(prompt.path, json=body)
     except httpx.HTTPError as exc:
         raise EngineResponseError(f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}") from None
+    if 400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429):
+        # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"): that *is* its
+        # golden output; the diff compares it with the other version's answer.
+        try:
+            err = (r.json() or {}).get("error") or {}
+        except ValueError:
+            err = {}
+        if not isinstance(err, dict):
+            err = {"message": str(err)}
+        return {"id": prompt.id, "set": set_name, "endpoint": prompt.endpoint,
+                "request_sha256": prompt.request_sha256(), "request": prompt.body(), "choices": [],
+                "error": {"status": r.status_code, "type": err.get("type"), "message": str(err.get("message", r.text[:300]))},
+                "usage": None, "system_fingerprint": None, "response_keys": []}
     if r.status_code != 200:
         raise EngineResponseError(f"prompt {set_name}/{prompt.id}: HTTP {r.status_code}: {r.text[:300]}")
     try:

@@ -7,6 +7,9 @@ Default location: `golden/<engine>-<version>/<model-hash-12>/`. Format `harness-
          "logprobs": [[token_id, logprob, [[top_id, top_logprob], ...]], ...]}],
      "usage", "system_fingerprint", "response_keys": [dotted key paths seen in the raw response]}
 
+A request the engine refuses with a 4xx (other than 401/403/404/408/429) is recorded as that outcome:
+`"choices": [], "error": {"status", "type", "message"}`; the diff compares it with the other side's answer.
+
 Volatile fields (`id`, `created`) are never stored; `system_fingerprint` is stored but never compared.
 Reading is strict: any unparsable or malformed line is a DataError naming the file and the line. Writing is atomic per
 file (harness.hashing) and refuses an existing recording unless `force`; nothing is written until every set is complete.
@@ -69,6 +72,11 @@ def validate_record(rec: Any) -> str | None:
     for k, typ in (("id", str), ("set", str), ("endpoint", str), ("request_sha256", str), ("choices", list)):
         if not isinstance(rec.get(k), typ):
             return f"field {k!r} missing or not a {typ.__name__}"
+    err = rec.get("error")
+    if err is not None and not (isinstance(err, dict) and isinstance(err.get("status"), int)):
+        return "field 'error' must be an object with an integer 'status'"
+    if err is None and not rec["choices"]:
+        return "field 'choices' is empty and there is no 'error'"
     if rec["endpoint"] not in ("chat", "completions"):
         return f"field 'endpoint' must be chat or completions, got {rec['endpoint']!r}"
     for i, ch in enumerate(rec["choices"]):

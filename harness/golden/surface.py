@@ -49,6 +49,9 @@ def surface_from_text(text: str) -> dict[str, dict[str, Any]]:
             "labels": sorted(labels),
             "values": {k: sorted(v) for k, v in sorted(values.items())},
         }
+    # The text format exposes a counter's/histogram's `_created` timestamps as a separate gauge family: not a metric.
+    for name in [n for n in out if n.endswith("_created") and n[: -len("_created")] in out]:
+        del out[name]
     return out
 
 

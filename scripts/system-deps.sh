@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# System packages the tests need (Debian): a Docker engine, a local image registry, a static busybox for the
-# stand-in image, and Chromium for the HTML report test. Installs only what is missing; needs root.
+# System packages and services the tests need (Debian, root): Chromium for the HTML report test, `ss` for the
+# loopback checks, then .ci/docker-setup.sh (Docker engine, local registry, static busybox; starts dockerd).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 need=()
-command -v dockerd >/dev/null || need+=(docker.io)
-command -v docker-registry >/dev/null || need+=(docker-registry)
-[ -x /bin/busybox ] && /bin/busybox --help 2>&1 | head -1 | grep -q static || dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v chromium >/dev/null || need+=(chromium)
 command -v ss >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
@@ -14,4 +12,5 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+sh .ci/docker-setup.sh
 echo "system-deps: ok"

@@ -278,9 +278,22 @@ def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str |
     sim = simulate(sc)
     rng = random.Random(seed if seed is not None else time.time_ns())
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
-    p0 = m0.value("vllm:num_preemptions_total", 0.0)
-    with ThreadPoolExecutor(requests) as pool:
-        list(pool.map(lambda p: _complete(httpx.Client(), base_url, model, p, max_tokens), prompts))
+    _complete(client, base_url, model, _tokens(rng, 8), 1)  # warm-up: the first request of a cold engine is slow
+    p0 = _settled(client, base_url, "vllm:num_preemptions_total")
+    clients = [httpx.Client() for _ in prompts]
+    gate = threading.Barrier(requests)
+
+    def send(i: int) -> dict:
+        clients[i].get(f"{base_url}/health")  # connect before the gate so the requests leave together
+        gate.wait()
+        return _complete(clients[i], base_url, model, prompts[i], max_tokens)
+
+    try:
+        with ThreadPoolExecutor(requests) as pool:
+            list(pool.map(send, range(requests)))
+    finally:
+        for c in clients:
+            c.close()
     p1 = _settled(client, base_url, "vllm:num_preemptions_total", p0 + sim.preemptions)
     measured = int(p1 - p0)
     agree = measured == sim.preemptions

@@ -39,27 +39,25 @@ def expectations_name_for(m: Manifest) -> str:
 
 
 def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
-    """Per-case verdicts of the conformance suite, or {"available": False, "reason"} when it cannot run."""
-    try:
-        from harness.conformance import runner  # type: ignore[attr-defined]
-    except ImportError as exc:
-        return {"available": False, "reason": f"conformance runner not available ({exc})"}
-    fn = getattr(runner, "run_suite", None)
-    if fn is None:
-        return {"available": False, "reason": "harness.conformance.runner has no run_suite"}
+    """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations`, or
+    {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to the upgrade report."""
     try:
         from harness.conformance.expectations import available, load_expectations
-
-        exp_name = expectations if expectations in available() else None
-        exp = load_expectations(exp_name)
-        results = fn(engine.base_url, exp, model=engine.spec.manifest.model.served_name,
-                     api_key=engine.spec.api_key(), engine=engine)
+        from harness.conformance.runner import new_ctx, run_suite_sync
+    except ImportError as exc:
+        return {"available": False, "reason": f"conformance runner not available ({exc})"}
+    try:
+        exp = load_expectations(expectations if expectations in available() else None)
+        m = engine.spec.manifest
+        ctx = new_ctx(engine.base_url, exp, api_key=engine.spec.api_key(), model=m.model.served_name, engine=engine)
+        report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
         cases = {}
-        for r in results:
-            d = r.to_dict() if hasattr(r, "to_dict") else dict(r)
+        for r in report.results:
+            d = r.to_dict()
             cases[d["id"]] = {k: d.get(k) for k in ("verdict", "level", "behaviour", "note", "requirement")}
-        return {"available": True, "expectations": exp.name, "cases": cases}
-    except Exception as exc:  # noqa: BLE001 - a broken suite is reported, not fatal to the upgrade report
+        return {"available": True, "expectations": exp.name, "cases": cases, "counts": report.counts(),
+                "aborted": report.aborted}
+    except Exception as exc:  # noqa: BLE001
         return {"available": False, "reason": f"conformance suite failed: {type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc()[-2000:]}
 

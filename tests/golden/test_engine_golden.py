@@ -1,0 +1,67 @@
+"""Golden outputs against the real engines. `engine` tests share the session's vLLM 0.11.0; the upgrade test launches
+both 0.11.0 and 0.32.0 itself and is also marked `slow` (CI runs it; it never skips silently under CI=true)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.golden.diff import diff_recordings
+from harness.golden.prompts import resolve_prompt_sets
+from harness.golden.record import build_meta, record_sets
+from harness.golden.store import default_recording_dir, load_recording, write_recording
+from harness.manifest import DEFAULT_MANIFEST, REPO_ROOT, load_manifest
+
+pytestmark = pytest.mark.engine
+
+
+def _record(engine, m, out):
+    sets = resolve_prompt_sets()
+    recs, timing = record_sets(engine.base_url, m.model.served_name, sets, api_key=engine.spec.api_key())
+    write_recording(out, build_meta(m, sets, identity=engine.identity, engine_version=None, timing=timing,
+                                    base_url=engine.base_url), recs)
+    return load_recording(out)
+
+
+def test_record_twice_is_identical_and_matches_committed(vllm_engine, tmp_path):
+    m = load_manifest(DEFAULT_MANIFEST)
+    a = _record(vllm_engine, m, tmp_path / "a")
+    b = _record(vllm_engine, m, tmp_path / "b")
+    d = diff_recordings(a, b)
+    assert {p.status for p in d.prompts} == {"identical"}, d.to_json()["counts"]
+    committed = default_recording_dir(m)
+    assert (committed / "meta.json").is_file(), f"no committed recording at {committed}"
+    d2 = diff_recordings(load_recording(committed), a)
+    assert {p.status for p in d2.prompts} == {"identical"}, d2.to_json()["counts"]
+
+
+def test_golden_stage_passes_on_default_manifest(vllm_engine, tmp_path):
+    from harness.golden.stage import run_stage
+    from harness.stages import StageContext
+
+    m = load_manifest(DEFAULT_MANIFEST)
+    res = run_stage(StageContext(engine=vllm_engine, manifest=m, run_dir=tmp_path, identity=vllm_engine.identity))
+    assert res.ok, res.summary
+    assert res.data["counts"] == {"identical": 17}
+    assert json.loads((tmp_path / "golden" / "diff.json").read_text())["ok"]
+
+
+@pytest.mark.slow
+def test_upgrade_0_11_to_0_32(tmp_path):
+    from harness.golden.upgrade import run_upgrade
+
+    out = tmp_path / "upgrade"
+    r = run_upgrade(DEFAULT_MANIFEST, REPO_ROOT / "manifests" / "vllm-0.32.0-cpu.yaml", out, tolerance=0.02,
+                    margin=0.1, conformance=True, say=lambda s: None)
+    assert r["old"]["ok"] and r["new"]["ok"], (r["old"].get("error"), r["new"].get("error"))
+    m = r["comparison"]["metrics"]
+    assert "vllm:time_per_output_token_seconds" in {x["name"] for x in m["removed"] + m["hidden"]}
+    assert "vllm:engine_sleep_state" in {x["name"] for x in m["added"]}
+    assert any(x["name"] == "vllm:cache_config_info" for x in m["label_changes"])
+    assert r["comparison"]["system_fingerprint"]["new"][0].startswith("vllm-0.32.0-")
+    statuses = {p["status"] for p in r["comparison"]["golden"]["prompts"]}
+    assert statuses and statuses <= {"identical", "equivalent", "near-tie", "regression"}
+    assert r["verdict"]["verdict"] in ("safe", "review", "blocking") and r["verdict"]["reasons"]
+    md = (out / "upgrade.md").read_text()
+    assert "## Verdict" in md and "time_per_output_token_seconds" in md and "system_fingerprint" in md

@@ -83,6 +83,15 @@ class Trace:
         return cls(**d)
 
 
+async def _raw_chunks(response: httpx.Response):
+    """The body as it arrives. A response built from bytes (a mock) is already in memory: yield it at once."""
+    if getattr(response, "_content", None) is not None:
+        yield response.content
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
+
+
 def make_client(
     base_url: str,
     *,
@@ -151,7 +160,7 @@ async def record(
             trace.t_end_ns = time.monotonic_ns()
             return trace
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in _raw_chunks(response):
                 now = time.monotonic_ns()
                 if len(body) < MAX_BODY:
                     body += chunk[: MAX_BODY - len(body)]

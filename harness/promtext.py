@@ -43,10 +43,13 @@ class Scrape:
         return f
 
     def value(self, sample_name: str, **labels: str) -> float | None:
+        # prometheus_client's parser reports counter samples with a `_total` suffix even when the text had none
+        # (TGI's exporter writes `tgi_request_count 5`), so accept both spellings.
+        names = {sample_name, sample_name + "_total"}
         total, seen = 0.0, False
         for fam in self.families.values():
             for name, lab, v in fam.samples:
-                if name == sample_name and all(lab.get(k) == val for k, val in labels.items()):
+                if name in names and all(lab.get(k) == val for k, val in labels.items()):
                     total += v
                     seen = True
         return total if seen else None

@@ -1,5 +1,91 @@
-"""Subcommands of this feature (filled in by its issue)."""
+"""`harness load (MANIFEST | --url URL) SCENARIO --out DIR` and `harness report DIR`.
+
+Exit codes: 0 every SLO met and no abort; 1 an SLO failed or an abort threshold tripped; 2 bad input / refused.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from harness.errors import UsageError
+
+__all__ = ["register", "cmd_load", "cmd_report"]
 
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser("load", help="run a bounded load scenario against a local engine (or a launched manifest)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("args", nargs="+", metavar="[MANIFEST] SCENARIO", help="a manifest to launch (omit with --url) and a scenario YAML")
+    p.add_argument("--url", help="base URL of a running server, e.g. http://127.0.0.1:8000")
+    p.add_argument("--out", required=True, help="output directory (events.jsonl, summary.json/md, report.html)")
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --url (never needed for local engines)")
+    p.add_argument("--model", help="model name to request (default: scenario, launched engine, or /v1/models)")
+    p.add_argument("--api-key-env", help="environment variable holding the API key for --url")
+    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.set_defaults(func=cmd_load)
+    r = sub.add_parser("report", help="re-render summary.json, summary.md and report.html from a load run's events.jsonl")
+    r.add_argument("dir", help="a load output directory")
+    r.set_defaults(func=cmd_report)
+
+
+def _print_verdict(s: dict, out: Path) -> int:
+    m = s["metrics"]
+    line = (f"{s['scenario']}: {'PASS' if s['ok'] else 'FAIL'} · stopped by {s['stop_reason']} · "
+            f"{m['requests']['ok']}/{m['requests']['total']} ok · TTFT p50 {(m['ttft_ms']['p50'] or 0):.1f} ms · "
+            f"ITL p50 {(m['itl_ms']['p50'] or 0):.2f} ms · {(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s")
+    print(line)
+    if s.get("abort"):
+        print(f"aborted: {s['abort']['detail']}")
+    for c in s["slo_checks"]:
+        if not c["ok"]:
+            print(f"SLO failed: {c['name']} = {c['value']} (limit {c['limit']})")
+    for f in s["server"].get("flags", []):
+        print(f"server cross-check: {f}")
+    for w in s["client"]["warnings"]:
+        print(f"client: {w}")
+    print(f"report: {out / 'report.html'}")
+    return 0 if s["ok"] else 1
+
+
+def cmd_load(args) -> int:
+    from harness.load.report import write_reports
+    from harness.load.runner import Target, check_target, run_scenario
+    from harness.load.scenario import load_scenario
+
+    if args.url:
+        if len(args.args) != 1:
+            raise UsageError("with --url give only SCENARIO (no MANIFEST)")
+        scenario_path, manifest_path = args.args[0], None
+        check_target(args.url, args.allow_remote)  # refuse before anything else happens
+    else:
+        if len(args.args) != 2:
+            raise UsageError("give MANIFEST SCENARIO, or --url URL SCENARIO")
+        manifest_path, scenario_path = args.args
+    sc = load_scenario(scenario_path)
+    out = Path(args.out)
+    progress = False if args.no_progress else None
+    if manifest_path is None:
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        target = Target(args.url, model=args.model, api_key=key, allow_remote=args.allow_remote)
+        run_scenario(sc, target, out, progress=progress)
+    else:
+        from harness.launch.session import launch
+        from harness.manifest import load_manifest
+
+        manifest = load_manifest(manifest_path)
+        with launch(manifest, run_dir=out) as engine:
+            target = Target(engine.base_url, model=args.model or getattr(engine, "served_name", None),
+                            api_key=getattr(engine, "api_key", None))
+            run_scenario(sc, target, out, progress=progress)
+    s = write_reports(out)
+    return _print_verdict(s, out)
+
+
+def cmd_report(args) -> int:
+    from harness.load.report import write_reports
+
+    out = Path(args.dir)
+    s = write_reports(out)
+    return _print_verdict(s, out)

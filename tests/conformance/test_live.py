@@ -1,0 +1,28 @@
+"""Acceptance 1 and the API-key cases against the real engine."""
+
+import asyncio
+
+import pytest
+
+from harness.conformance.expectations import load_expectations
+from harness.conformance.runner import new_ctx, run_suite
+
+pytestmark = pytest.mark.engine
+
+
+def test_full_suite_against_vllm(live):
+    rep = asyncio.run(run_suite(new_ctx(live.base_url, load_expectations("vllm-0.11"), model=live.model,
+                                        api_key=live.api_key, engine=live.engine)))
+    bad = [(r.id, r.behaviour, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
+    assert not bad
+    assert sum(r.verdict not in ("skip",) for r in rep.results) >= 35
+    assert {r.id for r in rep.results if r.verdict == "quirk"} == {"completions.stream.no-extra-fields"}
+
+
+def test_api_key_cases(engine_factory):
+    eng = engine_factory(api_key="conformance-test-key")
+    rep = asyncio.run(run_suite(new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name,
+                                        api_key=eng.api_key), patterns=["auth", "health.health"]))
+    assert {r.id: r.verdict for r in rep.results} == {
+        "health.health": "pass", "auth.missing-key": "quirk", "auth.wrong-key": "quirk",
+        "auth.health-unguarded": "pass", "auth.metrics-unguarded": "pass"}

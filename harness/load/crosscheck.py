@@ -116,7 +116,8 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     with_usage_chunks = sum(sum(1 for c in (r.get("ev_k") or "") if c in OUTPUT_KINDS) for r in requests if r.get("usage"))
     if with_usage_chunks != usage_out:
         notes.append(f"output chunks ({with_usage_chunks}) != usage completion_tokens ({usage_out}) over requests with usage: "
-                     "some chunks carry more or fewer than one token")
+                     "some chunks carry more or fewer than one token (vLLM v1 merges pending outputs into one chunk when its API "
+                     "process falls behind the engine, so ITL is per chunk, not per token)")
 
     succ = _delta(sb, sa, "vllm:request_success_total")
     ok = sum(1 for r in requests if r["outcome"] == "ok")

@@ -34,7 +34,6 @@ class ParsedStream:
     finish_reason: str | None = None
     error: str | None = None
     done: bool = False
-    text: str = ""
 
 
 def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
@@ -67,54 +66,91 @@ def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
         if txt:
             kind = "c"
             nchars += len(txt)
-            out.text += txt
     if role_only and kind != "c" and not any(ch.get("finish_reason") for ch in choices):
         return "r", 0
     return kind, nchars
 
 
+def _fast(p: bytes, out: ParsedStream) -> tuple[str, int] | None:
+    """Classify a compact (no-space) single-choice OpenAI chunk from its bytes; None = let json decide.
+    Inside a JSON string a quote is always escaped, so an unescaped `"content":"` can only be the key."""
+    if b'"choices":[{' not in p or b'"error"' in p or b'"usage":{' in p or b"tool_calls" in p or b'"reasoning' in p:
+        return None
+    if p.count(b'"index":') != 1:
+        return None
+    f = p.find(b'"finish_reason":"')
+    if f >= 0:
+        out.finish_reason = p[f + 17 : p.index(b'"', f + 17)].decode()
+    i = p.find(b'"content":"')
+    j = i + 11
+    if i < 0:
+        i = p.find(b'"text":"')
+        j = i + 8
+    if i < 0:
+        txt = b""
+        if b'"content":' not in p and b'"text":' not in p and b'"role":' not in p and f < 0:
+            return None
+    else:
+        k = p.index(b'"', j)
+        txt = p[j:k]
+        if b"\\" in txt:
+            return None
+    if txt:
+        t = txt.decode()
+        return "c", len(t)
+    if b'"role":' in p and f < 0:
+        return "r", 0
+    return "e", 0
+
+
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
+    """Split into SSE events (each stamped with the read that completed it) and classify them."""
     out = ParsedStream()
-    pending = b""
-    kinds = []
-    for t_ns, data in reads:
-        buf = pending + data if pending else data
-        if b"\r\n" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        start = 0
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            ev = buf[start:end]
-            start = end + 2
-            payload = []
-            for line in ev.split(b"\n"):
-                if line.startswith(b"data:"):
-                    payload.append(line[5:].lstrip(b" "))
-            if not payload:
+    body = b"".join(d for _, d in reads)
+    if b"\r\n" in body:
+        body = body.replace(b"\r\n", b"\n")
+        ends, acc = [], 0
+        for _, d in reads:  # offsets in the normalised body: count CRLF pairs per read (approximate at a split CRLF)
+            acc += len(d) - d.count(b"\r\n")
+            ends.append(acc)
+    else:
+        ends, acc = [], 0
+        for _, d in reads:
+            acc += len(d)
+            ends.append(acc)
+    times = [t for t, _ in reads]
+    kinds, t_out, b_out, c_out = [], out.t, out.nbytes, out.chars
+    parts = body.split(b"\n\n")
+    parts.pop()  # the remainder after the last complete event (b"" for a complete stream)
+    pos, ri, nreads = 0, 0, len(ends)
+    for ev in parts:
+        pos += len(ev) + 2
+        while ri < nreads - 1 and ends[ri] < pos:
+            ri += 1
+        if ev.startswith(b"data: "):
+            p = ev[6:] if b"\n" not in ev else None
+        else:
+            p = None
+        if p is None:
+            lines = [ln[5:].lstrip(b" ") for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+            if not lines:
                 continue  # comment / keep-alive / event-name only
-            p = b"\n".join(payload)
-            out.t.append(t_ns)
-            out.nbytes.append(len(ev) + 2)
-            if p == b"[DONE]":
-                kinds.append("d")
-                out.chars.append(0)
-                out.done = True
-                continue
+            p = b"\n".join(lines)
+        t_out.append(times[ri])
+        b_out.append(len(ev) + 2)
+        if p == b"[DONE]":
+            kinds.append("d")
+            c_out.append(0)
+            out.done = True
+            continue
+        r = _fast(p, out)
+        if r is None:
             try:
                 obj = json.loads(p)
             except ValueError:
-                kinds.append("?")
-                out.chars.append(0)
-                continue
-            if not isinstance(obj, dict):
-                kinds.append("?")
-                out.chars.append(0)
-                continue
-            k, n = _classify(obj, out)
-            kinds.append(k)
-            out.chars.append(n)
-        pending = buf[start:]
+                obj = None
+            r = _classify(obj, out) if isinstance(obj, dict) else ("?", 0)
+        kinds.append(r[0])
+        c_out.append(r[1])
     out.kinds = "".join(kinds)
     return out

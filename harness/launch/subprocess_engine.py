@@ -44,6 +44,8 @@ def vllm_command(spec: LaunchSpec) -> list[str]:
 def engine_environment(spec: LaunchSpec) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "TRANSFORMERS_"))}
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(spec.run_dir / "hf-home")})
+    # Loopback only, for vLLM's internal torch.distributed rendezvous too (see harness.envs.PLUGIN_SOURCE).
+    env.update({"VLLM_HOST_IP": spec.host, "GLOO_SOCKET_IFNAME": "lo"})
     env.update(spec.manifest.server.env)
     env.update(spec.extra_env)
     key = spec.api_key()

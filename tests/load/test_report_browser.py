@@ -53,7 +53,8 @@ def test_report_renders_in_headless_chromium(report_dir):
     assert 'id="verdict"' in dom and "PASS" in dom
     assert dom.count("<svg") >= 4 and dom.count('class="series"') >= 5
     paths = re.findall(r'<path class="series" d="([^"]+)"', dom)
-    assert all(len(d.split("L")) >= 2 for d in paths)  # every series draws at least one segment
+    assert all(re.fullmatch(r"M[-\d.,]+( L[-\d.,]+)*", d) for d in paths)
+    assert sum(" L" in d for d in paths) >= 4  # the CDFs and the concurrency steps draw lines
     shot = report_dir / "shot.png"
     p = _chromium(f"--screenshot={shot}", "--window-size=1200,2000", url)
     assert p.returncode == 0 and shot.stat().st_size > 20_000  # a blank page is a few KB

@@ -86,6 +86,13 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     before = next((s for s in scrapes if s.get("phase") == "before" and s.get("text") is not None), None)
     after = next((s for s in reversed(scrapes) if s.get("phase") == "after" and s.get("text") is not None), None)
     res: dict = {"available": bool(before and after), "flags": [], "notes": []}
+    if before and not after:
+        after = next((s for s in reversed(scrapes) if s.get("phase") == "during" and s.get("text")), None)
+        if after:
+            res["available"] = True
+            res["flags"].append(f"the scrape after the run failed; compared with the last scrape during it "
+                                f"(t={after['t_ns'] / 1e9:.2f} s): requests still running then make the totals differ")
+            requests = [r for r in requests if r.get("end_ns") is not None and r["end_ns"] <= after["t_ns"]]
     if not res["available"]:
         res["flags"].append("no /metrics scrape before and after the run: server cross-check skipped")
         return res

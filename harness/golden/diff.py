@@ -10,6 +10,10 @@ Classes (worst over a prompt's choices wins, in this order of severity):
                   logprob before it is within `tolerance`: either token is a fair greedy choice
     regression    anything else (different tokens elsewhere, drift beyond tolerance, text/finish change for the same
                   tokens, a different number of choices, an HTTP refusal on one side only or of another status/type)
+    resampled     only for seeded-sampling prompts (temperature > 0): the draw differs from the first divergence on, but
+                  every logprob up to and at that position (ids in both top lists, which must hold the baseline's top 3) agrees
+                  within `tolerance`: the model's distribution is unchanged, the engine's seed -> tokens mapping is not
+                  (not a failure; the upgrade gate asks for review)
     missing       in A but not in B                         (fails the diff, like a regression)
     incomparable  same id but a different request (prompt edited) (fails the diff)
     added         in B only                                 (informational)
@@ -30,7 +34,7 @@ __all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MARGIN", "PromptDiff", "GoldenDiff", "d
 
 DEFAULT_TOLERANCE = 0.02
 DEFAULT_MARGIN = 0.1
-SEVERITY = ["identical", "equivalent", "added", "near-tie", "regression", "incomparable", "missing"]
+SEVERITY = ["identical", "equivalent", "added", "near-tie", "resampled", "regression", "incomparable", "missing"]
 FAILING = {"regression", "missing", "incomparable"}
 
 
@@ -101,7 +105,7 @@ def _drift(ra: list, rb: list) -> float:
     return d
 
 
-def classify_choice(a: dict, b: dict, tolerance: float, margin: float) -> dict:
+def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: bool = False) -> dict:
     """Status + details for one choice pair (see module doc)."""
     ta, tb = a["token_ids"], b["token_ids"]
     la, lb = a["logprobs"], b["logprobs"]
@@ -143,6 +147,15 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float) -> dict:
         return res | {"status": "regression",
                       "reason": f"logprob drift {drift:.3g} > tolerance {tolerance} before the divergence at token {pos}"}
     top = a_row[2] if a_row else []
+    if sampled:
+        b_ids = {i for i, _ in (b_row[2] if b_row else [])}
+        at = _drift([None, 0.0, top], [None, 0.0, b_row[2]]) if b_row else float("inf")
+        # the top lists may each carry their own sampled token (outside the top-k); the baseline's best three must be there
+        if b_row and {i for i, _ in top[:3]} <= b_ids and at <= tolerance:
+            return res | {"status": "resampled", "reason": f"seeded sampling drew {tb[pos]} instead of {ta[pos]} at token "
+                          f"{pos}; distributions agree within {tolerance} (max drift {max(drift, at):.3g})"}
+        return res | {"status": "regression",
+                      "reason": f"sampled token {pos}: {ta[pos]} -> {tb[pos]} and the distributions differ (drift {at:.3g})"}
     if len(top) >= 2 and top[0][1] - top[1][1] <= margin:
         tied = {i for i, lp in top if top[0][1] - lp <= margin}
         if tb[pos] in tied:
@@ -199,8 +212,9 @@ def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TO
                                           f"{len(ra['choices'])} choices vs {len(rb['choices'])}"))
             continue
         worst: PromptDiff | None = None
+        sampled = float((ra.get("request") or {}).get("temperature") or 0) > 0
         for ci, (ca, cb) in enumerate(zip(ra["choices"], rb["choices"])):
-            r = classify_choice(ca, cb, tolerance, margin)
+            r = classify_choice(ca, cb, tolerance, margin, sampled)
             pd = PromptDiff(s, pid, r.pop("status"), r.pop("reason"), choice=ci, **r)
             if worst is None or SEVERITY.index(pd.status) > SEVERITY.index(worst.status):
                 worst = pd

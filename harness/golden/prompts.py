@@ -2,7 +2,10 @@
 
 A set file has `name`, `description`, optional `defaults` (applied to every prompt) and `prompts`, a list of prompts each
 with a stable `id` and either `messages` (-> /v1/chat/completions) or `prompt` (-> /v1/completions). Options a prompt may set:
-`max_tokens`, `top_logprobs` (0..5), `stop`, `n`, `seed`. Temperature is always 0. Every problem is a ManifestError naming
+`max_tokens`, `top_logprobs` (0..5), `stop`, `n`, `seed`, `temperature`. Temperature is 0 (greedy) unless a prompt sets
+it, which needs a `seed` (seeded sampling: reproducible on one engine version; across versions a sampler change shows up
+as a divergence). vLLM refuses `n > 1` with greedy sampling (HTTP 400 "n must be 1 when using greedy sampling"), so an
+`n: 2` prompt at temperature 0 records that refusal, and `n: 2` outputs come from seeded sampling. Every problem is a ManifestError naming
 the file and the field (e.g. `prompts[3].messages`).
 
 `Prompt.body()` is the exact request body without `model`; its sha256 (`request_sha256`) is what a diff uses to decide that
@@ -27,7 +30,7 @@ __all__ = ["Prompt", "PromptSet", "PROMPTS_DIR", "load_prompt_set", "resolve_pro
 
 PROMPTS_DIR = REPO_ROOT / "golden" / "prompts"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-OPTION_KEYS = {"max_tokens", "top_logprobs", "stop", "n", "seed"}
+OPTION_KEYS = {"max_tokens", "top_logprobs", "stop", "n", "seed", "temperature"}
 PROMPT_KEYS = OPTION_KEYS | {"id", "messages", "prompt", "description"}
 
 
@@ -53,7 +56,7 @@ class Prompt:
         top = int(o.get("top_logprobs", 5))
         b: dict[str, Any] = {
             "max_tokens": int(o.get("max_tokens", 16)),
-            "temperature": 0.0,
+            "temperature": float(o.get("temperature", 0.0)),
             "n": int(o.get("n", 1)),
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
@@ -98,6 +101,8 @@ def _check_options(path: Path, where: str, opts: dict) -> dict:
             raise ManifestError(path, f, f"must be an integer 0..5, got {v!r}")
         if k == "seed" and not (isinstance(v, int) and not isinstance(v, bool)):
             raise ManifestError(path, f, f"must be an integer, got {v!r}")
+        if k == "temperature" and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 2):
+            raise ManifestError(path, f, f"must be a number 0..2, got {v!r}")
         if k == "stop" and not (isinstance(v, list) and v and all(isinstance(s, str) and s for s in v)):
             raise ManifestError(path, f, "must be a non-empty list of non-empty strings")
     return dict(opts)
@@ -169,6 +174,8 @@ def load_prompt_set(path: str | Path) -> PromptSet:
             endpoint, inp = "completions", item["prompt"]
         opts = dict(defaults)
         opts.update(_check_options(p, where, {k: v for k, v in item.items() if k in OPTION_KEYS}))
+        if opts.get("temperature", 0) and "seed" not in item:
+            raise ManifestError(p, f"{where}.temperature", "sampling (temperature > 0) needs the prompt's own seed")
         prompts.append(Prompt(id=pid, endpoint=endpoint, input=inp, options=opts))
     return PromptSet(
         name=name,

@@ -226,7 +226,11 @@ def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
             if c.get("near-tie"):
                 ids = [f"{p['set']}/{p['id']}" for p in g["prompts"] if p["status"] == "near-tie"]
                 add("review", f"golden: {c['near-tie']} near-tie divergence(s) (fair greedy choices): {', '.join(ids[:8])}")
-            if not any(c.get(s) for s in ("regression", "missing", "incomparable", "near-tie")):
+            if c.get("resampled"):
+                ids = [f"{p['set']}/{p['id']}" for p in g["prompts"] if p["status"] == "resampled"]
+                add("review", f"golden: {c['resampled']} seeded-sampling prompt(s) draw different tokens from the same "
+                    f"distribution (a fixed seed no longer reproduces old outputs): {', '.join(ids[:8])}")
+            if not any(c.get(s) for s in ("regression", "missing", "incomparable", "near-tie", "resampled")):
                 add("info", f"golden: all {sum(c.values())} prompts identical or equivalent ({c})")
     m = cmp.get("metrics")
     if m:

@@ -25,7 +25,7 @@ def choice(tokens: list[int], lps: list[float] | None = None, tops: dict[int, li
 
 def record(pid: str, choices: list[dict], set_name: str = "chat", request_sha: str = "r0") -> dict:
     return {"id": pid, "set": set_name, "endpoint": "chat", "request_sha256": request_sha + pid, "request": {},
-            "choices": choices, "usage": {"prompt_tokens": 3, "completion_tokens": len(choices[0]["token_ids"])},
+            "choices": choices, "usage": {"prompt_tokens": 3, "completion_tokens": len(choices[0]["token_ids"]) if choices else 0},
             "system_fingerprint": None, "response_keys": ["choices", "model"]}
 
 

@@ -160,3 +160,41 @@ def test_defaults_documented():
 
     assert f"{DEFAULT_MARGIN}" and "DEFAULT_TOLERANCE" in diff.__doc__ and "DEFAULT_MARGIN" in diff.__doc__
     assert copy.copy(DEFAULT_TOLERANCE) < DEFAULT_MARGIN
+
+
+def _sampled(rec):
+    rec["request"] = {"temperature": 0.8, "seed": 7}
+    return rec
+
+
+def test_seeded_sampling_draw_change_is_resampled(tmp_path):
+    # same distribution at the divergence (baseline top-3 present in B's list, logprobs equal); different draw
+    top = [(144, -1.09), (139, -1.61), (54, -3.1), (210, -3.3), (220, -3.4)]
+    a = choice([144, 1, 2], tops={0: top})
+    b = choice([139, 5, 6], tops={0: top[:4] + [(139, -1.61)]})
+    x, y = _pair(tmp_path, {"chat": [_sampled(record("s", [a]))]}, {"chat": [_sampled(record("s", [b]))]})
+    d = diff_recordings(x, y)
+    assert d.prompts[0].status == "resampled" and d.ok
+
+
+def test_seeded_sampling_with_changed_distribution_is_regression(tmp_path):
+    top = [(144, -1.09), (139, -1.61), (54, -3.1)]
+    a = choice([144, 1, 2], tops={0: top})
+    b = choice([139, 5, 6], tops={0: [(144, -2.0), (139, -0.5), (54, -3.1)]})
+    x, y = _pair(tmp_path, {"chat": [_sampled(record("s", [a]))]}, {"chat": [_sampled(record("s", [b]))]})
+    assert diff_recordings(x, y).prompts[0].status == "regression"
+
+
+def _refusal(pid, msg="n must be 1 when using greedy sampling, got 2."):
+    r = record(pid, [])
+    r["error"] = {"status": 400, "type": "BadRequestError", "message": msg}
+    return r
+
+
+def test_http_refusals_compared(tmp_path):
+    a = {"chat": [_refusal("same"), _refusal("reworded"), _refusal("now-ok"), record("now-refused", [choice(TOKS)])]}
+    b = {"chat": [_refusal("same"), _refusal("reworded", "n must be 1"), record("now-ok", [choice(TOKS)]),
+                  _refusal("now-refused")]}
+    x, y = _pair(tmp_path, a, b)
+    st = {p.id: p.status for p in diff_recordings(x, y).prompts}
+    assert st == {"same": "identical", "reworded": "equivalent", "now-ok": "regression", "now-refused": "regression"}

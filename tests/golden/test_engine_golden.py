@@ -24,16 +24,26 @@ def _record(engine, m, out):
     return load_recording(out)
 
 
+def _assert_deterministic(d, rec):
+    """Every n=1 prompt bit-identical. The two children of an n=2 request may or may not share their first engine step,
+    and CPU matmuls of a different batch shape differ in the last float32 bits (seen: 4e-6 nats), so those may be
+    `equivalent` with a drift below 1e-4; their tokens are still identical."""
+    for p in d.prompts:
+        n = rec.sets[p.set][p.id]["request"]["n"]
+        if n == 1:
+            assert p.status == "identical", (p.set, p.id, p.status, p.reason)
+        else:
+            assert p.status in ("identical", "equivalent") and p.max_logprob_drift < 1e-4, (p.id, p.status, p.reason)
+
+
 def test_record_twice_is_identical_and_matches_committed(vllm_engine, tmp_path):
     m = load_manifest(DEFAULT_MANIFEST)
     a = _record(vllm_engine, m, tmp_path / "a")
     b = _record(vllm_engine, m, tmp_path / "b")
-    d = diff_recordings(a, b)
-    assert {p.status for p in d.prompts} == {"identical"}, d.to_json()["counts"]
+    _assert_deterministic(diff_recordings(a, b), a)
     committed = default_recording_dir(m)
     assert (committed / "meta.json").is_file(), f"no committed recording at {committed}"
-    d2 = diff_recordings(load_recording(committed), a)
-    assert {p.status for p in d2.prompts} == {"identical"}, d2.to_json()["counts"]
+    _assert_deterministic(diff_recordings(load_recording(committed), a), a)
 
 
 def test_golden_stage_passes_on_default_manifest(vllm_engine, tmp_path):
@@ -43,7 +53,7 @@ def test_golden_stage_passes_on_default_manifest(vllm_engine, tmp_path):
     m = load_manifest(DEFAULT_MANIFEST)
     res = run_stage(StageContext(engine=vllm_engine, manifest=m, run_dir=tmp_path, identity=vllm_engine.identity))
     assert res.ok, res.summary
-    assert res.data["counts"] == {"identical": 17}
+    assert set(res.data["counts"]) <= {"identical", "equivalent"} and res.data["counts"].get("identical", 0) >= 17
     assert json.loads((tmp_path / "golden" / "diff.json").read_text())["ok"]
 
 

@@ -152,6 +152,7 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: 
         at = _drift([None, 0.0, top], [None, 0.0, b_row[2]]) if b_row else float("inf")
         # the top lists may each carry their own sampled token (outside the top-k); the baseline's best three must be there
         if b_row and {i for i, _ in top[:3]} <= b_ids and at <= tolerance:
+            res["max_logprob_drift"] = max(drift, at)
             return res | {"status": "resampled", "reason": f"seeded sampling drew {tb[pos]} instead of {ta[pos]} at token "
                           f"{pos}; distributions agree within {tolerance} (max drift {max(drift, at):.3g})"}
         return res | {"status": "regression",

@@ -68,12 +68,17 @@ def _metrics(m: dict) -> list[str]:
 def _conformance(c: dict) -> list[str]:
     if "not_run" in c:
         return [f"Not compared: {c['not_run']}"]
-    rows = [[r["id"], r.get("level") or "", r["old"], r["new"] + (" ⚠" if r["old"] != r["new"] else ""),
-             r.get("new_behaviour") or r.get("new_note", "")[:80]] for r in c["cases"]]
-    changed = sum(1 for r in c["cases"] if r["old"] != r["new"])
-    return [f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
-            f"changes for clients. {changed} of {len(rows)} cases change.", ""] + _table(
-        ["case", "level", "old", "new", "new behaviour / note"], rows)
+    diff = [r for r in c["cases"] if r["old"] != r["new"]]
+    rows = [[r["id"], r.get("level") or "", r["old"], r["new"], r.get("new_behaviour") or r.get("new_note", "")[:100]]
+            for r in diff]
+    same: dict[str, int] = {}
+    for r in c["cases"]:
+        if r["old"] == r["new"]:
+            same[r["old"]] = same.get(r["old"], 0) + 1
+    head = [f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
+            f"changes for clients. {len(diff)} of {len(c['cases'])} cases change; unchanged: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(same.items())) + " (every case is in upgrade.json).", ""]
+    return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
 
 
 def render_markdown(r: dict) -> str:

@@ -6,9 +6,9 @@ Then: golden diff, metric-surface diff, wire-shape diff (response keys, system_f
 manifest/lock/argument changes, cache_config_info values, and a verdict:
 
     blocking  golden regression / missing / incomparable prompts, a recording refused (different models), the new engine
-              failed to start or to answer, or a conformance case that passed (or was a declared quirk) on the old engine
-              fails or errors on the new one
-    review    near-ties, metrics removed / hidden / renamed / retyped / relabelled, changed response keys (e.g.
+              failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
+              engine fails or errors on the new one (except EXPECTED_BEHAVIOURS such as version-mismatch: review)
+    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed response keys (e.g.
               system_fingerprint appears), conformance verdict changes that are not failures, changed engine defaults
               (cache_config_info values), locked package changes, conformance not run
     safe      none of the above
@@ -30,7 +30,10 @@ from harness.errors import HarnessError, RefusedError
 from harness.hashing import atomic_write_text
 from harness.manifest import Manifest, load_manifest
 
-__all__ = ["run_upgrade", "collect_side", "compare_sides", "judge", "expectations_name_for"]
+__all__ = ["run_upgrade", "collect_side", "compare_sides", "judge", "expectations_name_for", "EXPECTED_BEHAVIOURS"]
+
+# Conformance deviations that an upgrade makes by definition (the old expectations name the old version).
+EXPECTED_BEHAVIOURS = {"version-mismatch"}
 
 
 def expectations_name_for(m: Manifest) -> str:
@@ -257,11 +260,21 @@ def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
     conf = cmp.get("conformance", {})
     if "cases" in conf:
         good = {"pass", "quirk"}
-        broke = [r for r in conf["cases"] if r["old"] in good and r["new"] in ("fail", "error")]
-        changed = [r for r in conf["cases"] if r["old"] != r["new"] and r not in broke]
+        expected = [r for r in conf["cases"] if r["new_behaviour"] in EXPECTED_BEHAVIOURS and r["old"] != r["new"]]
+        if expected:
+            add("review", "conformance changes the upgrade itself makes: "
+                + ", ".join(f"{r['id']} ({r['new_behaviour']})" for r in expected))
+        broke = [r for r in conf["cases"] if r["old"] in good and r["new"] in ("fail", "error") and r not in expected
+                 and r.get("level") != "INFO"]
+        weak = [r for r in broke if r.get("level") != "MUST"]
+        broke = [r for r in broke if r not in weak]
+        changed = [r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected]
         if broke:
             add("blocking", "conformance (old expectations): now failing: "
                 + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in broke))
+        if weak:
+            add("review", "conformance (old expectations): SHOULD-level cases now failing: "
+                + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in weak))
         if changed:
             add("review", "conformance verdict changes: " + ", ".join(f"{r['id']} {r['old']}->{r['new']}" for r in changed))
     else:

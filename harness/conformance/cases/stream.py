@@ -13,7 +13,9 @@ MAX_TOKENS = 16
 
 @probe("chat.stream")
 async def _chat_stream(ctx):
-    body = ctx.chat(max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True})
+    # logprobs give one entry per sampled token, so "tokens actually streamed" is counted, not guessed from chunks
+    # (vLLM merges several tokens into one chunk when its API process falls behind).
+    body = ctx.chat(max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True}, logprobs=True)
     return await ctx.post("/v1/chat/completions", body)
 
 

@@ -102,6 +102,8 @@ def cmd_up(args) -> int:
 
     from harness.launch.session import launch
 
+    # Ctrl-C must stop the engine even when the harness was started in the background (SIGINT then starts ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with launch(args.manifest) as engine:
         print(_identity_line(engine.identity), file=sys.stderr)
         print(f"ready: {engine.base_url}", flush=True)

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.errors import ManifestError
+from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
     "DockerRuntime",
@@ -189,30 +189,11 @@ class Manifest(_Strict):
         return hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path else ""
 
 
-def _field_name(loc: tuple) -> str:
-    parts = [str(p) for p in loc if not str(p).startswith("function-")]
-    # pydantic reports union/model-validator locations with extra noise; keep the dotted field path.
-    return ".".join(parts) or "(top level)"
-
-
 def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
     """Load and validate a manifest; every problem is a ManifestError naming the file and the field."""
     p = Path(path)
-    if not p.is_file():
-        raise ManifestError(p, "(file)", "no such manifest file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(syntax)"
-        raise ManifestError(p, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(raw, dict):
-        raise ManifestError(p, "(top level)", "must be a mapping with engine, runtime, model, server")
-    try:
-        m = Manifest.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ManifestError(p, _field_name(err["loc"]), err["msg"].removeprefix("Value error, ")) from None
+    raw = read_yaml_mapping(p, "manifest", "engine, runtime, model, server")
+    m = validate_as(Manifest, raw, p)
     m = m.model_copy(update={"path": p.resolve()})
     if m.runtime.docker is not None and m.runtime.docker.digest is None and require_digest:
         raise ManifestError(

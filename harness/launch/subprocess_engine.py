@@ -17,6 +17,7 @@ import time
 from harness.errors import LaunchError
 from harness.launch import registry
 from harness.launch.base import Engine, LaunchSpec
+from harness.launch.watchdog import kill_group
 
 __all__ = ["SubprocessEngine", "vllm_command"]
 
@@ -127,18 +128,4 @@ class SubprocessEngine(Engine):
 
 def stop_group(pgid: int, timeout: float) -> None:
     """SIGTERM the engine's process group (vLLM shuts its engine core down), then SIGKILL what is left."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kill_group(pgid, timeout)

@@ -6,7 +6,6 @@ Exit codes: 0 every SLO met and no abort; 1 an SLO failed or an abort threshold 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from harness.errors import UsageError

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.errors import ManifestError
+from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
     "Scenario",
@@ -166,10 +166,6 @@ class Scenario(_Strict):
     output_lengths_list: tuple[int, ...] | None = Field(default=None, exclude=True)
 
 
-def _field_name(loc) -> str:
-    return ".".join(str(p) for p in loc if not str(p).startswith("function-")) or "(top level)"
-
-
 def _read_lengths(scenario_path: Path, field: str, rel: str) -> tuple[int, ...]:
     p = (scenario_path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
     if not p.is_file():
@@ -198,11 +194,7 @@ def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
     for k in ("source", "prompt_lengths_list", "output_lengths_list"):
         if k in raw:
             raise ManifestError(path, k, "Extra inputs are not permitted")
-    try:
-        sc = Scenario.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ManifestError(path, _field_name(err["loc"]), err["msg"].removeprefix("Value error, ")) from None
+    sc = validate_as(Scenario, raw, path)
     upd: dict = {"source": str(path)}
     if sc.prompt_tokens.kind == "file":
         upd["prompt_lengths_list"] = _read_lengths(path, "prompt_tokens", sc.prompt_tokens.path)
@@ -213,14 +205,7 @@ def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    if not p.is_file():
-        raise ManifestError(p, "(file)", "no such scenario file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ManifestError(p, f"line {mark.line + 1}" if mark else "(syntax)", "not valid YAML") from None
-    return parse_scenario(raw, p)
+    return parse_scenario(read_yaml_mapping(p, "scenario", "name, bounds, arrival, prompt_tokens, output_tokens"), p)
 
 
 # ---------------------------------------------------------------- planning (pure, seeded)

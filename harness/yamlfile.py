@@ -1,0 +1,45 @@
+"""Reading the project's YAML inputs (manifests, scenarios, prompt sets): every problem is one ManifestError naming
+the file and the field (or the line, for a syntax error)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.errors import ManifestError
+
+__all__ = ["read_yaml_mapping", "validate_as", "field_name"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_yaml_mapping(path: str | Path, what: str, expected: str) -> dict[str, Any]:
+    """Parse a YAML file whose top level must be a mapping; `what` names the kind of file, `expected` its keys."""
+    p = Path(path)
+    if not p.is_file():
+        raise ManifestError(p, "(file)", f"no such {what} file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "(syntax)"
+        raise ManifestError(p, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(raw, dict):
+        raise ManifestError(p, "(top level)", f"must be a mapping with {expected}")
+    return raw
+
+
+def field_name(loc: tuple) -> str:
+    parts = [str(p) for p in loc if not str(p).startswith("function-")]
+    return ".".join(parts) or "(top level)"
+
+
+def validate_as(model: type[M], raw: dict, path: str | Path) -> M:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ManifestError(path, field_name(err["loc"]), err["msg"].removeprefix("Value error, ")) from None

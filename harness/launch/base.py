@@ -91,6 +91,10 @@ class Engine(ABC):
     def describe(self) -> dict:
         """What identifies this engine for `harness ps` (pid, container id, ...)."""
 
+    def local_pids(self) -> set[int]:
+        """Host processes of this engine (for the loopback-only check); containers answer with none."""
+        return set()
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             data = self.log_path.read_bytes()[-64 * 1024 :]

@@ -13,7 +13,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.errors import RefusedError
 from harness.launch.base import Engine, LaunchSpec, new_run_id
+from harness.launch.listening import listening_sockets, non_loopback
 from harness.launch.ports import choose_port
 from harness.launch.ready import verify_identity, wait_ready
 from harness.manifest import REPO_ROOT, Manifest, load_manifest
@@ -74,6 +76,10 @@ def start_verified(engine: Engine, *, quiet: bool = False) -> dict:
         _say(f"engine: starting {m.engine.kind} {m.engine.version} (log: {engine.log_path})", quiet)
         waited = wait_ready(engine, m.server.startup_timeout_s)
         identity = verify_identity(engine)
+        exposed = non_loopback(listening_sockets(engine.local_pids()))
+        if exposed:
+            where = ", ".join(f"{a}:{p}" for a, p in exposed)
+            raise RefusedError(f"engine listens on a non-loopback address ({where}); stopped it")
     except BaseException:
         engine.stop()
         raise

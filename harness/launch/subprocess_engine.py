@@ -17,6 +17,7 @@ import time
 from harness.errors import LaunchError
 from harness.launch import registry
 from harness.launch.base import Engine, LaunchSpec
+from harness.launch.listening import process_group
 from harness.launch.watchdog import kill_group
 
 __all__ = ["SubprocessEngine", "vllm_command"]
@@ -103,6 +104,9 @@ class SubprocessEngine(Engine):
 
     def exit_status(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
+
+    def local_pids(self) -> set[int]:
+        return process_group(self.proc.pid) if self.proc is not None else set()
 
     def describe(self) -> dict:
         return {"kind": "subprocess", "pid": self.proc.pid if self.proc else None, "base_url": self.base_url}

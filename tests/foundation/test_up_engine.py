@@ -8,11 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
+from harness.launch.listening import listening_sockets, non_loopback, process_group
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.engine
@@ -21,25 +21,7 @@ HARNESS = [sys.executable, "-m", "harness"]
 
 
 def group_members(pgid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def listening_addresses(pids: set[int]) -> list[str]:
-    out = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True, check=True).stdout
-    addrs = []
-    for line in out.splitlines():
-        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if owners & pids:
-            addrs.append(line.split()[3])
-    return addrs
+    return sorted(process_group(pgid))
 
 
 def start_up(tmp_path) -> tuple[subprocess.Popen, str]:
@@ -81,9 +63,11 @@ def test_up_is_loopback_only_and_ctrl_c_leaves_nothing(tmp_path):
         pgid = engine_pid_for(url)
         members = set(group_members(pgid))
         assert members, "engine process group is empty while ready"
-        addrs = listening_addresses(members)
-        assert addrs, "the engine listens nowhere?"
-        assert all(a.startswith("127.0.0.1:") for a in addrs), addrs
+        sockets = listening_sockets(members)
+        assert ("127.0.0.1", int(url.rsplit(":", 1)[1])) in sockets
+        assert non_loopback(sockets) == [], sockets
+        ss = subprocess.run(["ss", "-Htln"], capture_output=True, text=True, check=True).stdout
+        assert not [line for line in ss.splitlines() if f":{url.rsplit(':', 1)[1]} " in line and "127.0.0.1:" not in line]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         assert wait_gone(pgid, 10) == []

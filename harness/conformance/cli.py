@@ -19,7 +19,9 @@ def register(sub) -> None:
     p.add_argument("manifest", nargs="?", help="engine manifest to launch (omit with --url)")
     p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
     p.add_argument("--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest")
-    p.add_argument("--api-key", default=None, help="API key when attaching (default: env HARNESS_API_KEY)")
+    p.add_argument("--api-key-env", default="HARNESS_API_KEY", metavar="NAME",
+                   help="name of the environment variable holding the API key when attaching (default HARNESS_API_KEY);"
+                   " a key is never taken on the command line")
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument("--out", help="directory for conformance.json and junit.xml")
     p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
@@ -72,7 +74,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
         if not args.expect:
             raise UsageError("--expect NAME is required with --url")
         exp = load_expectations(args.expect)
-        key = args.api_key or os.environ.get("HARNESS_API_KEY")
+        key = os.environ.get(args.api_key_env)
         ctx = new_ctx(args.url, exp, api_key=key, model=args.model or "")
         t_ready = time.monotonic()
         report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": args.url})

@@ -36,13 +36,17 @@ def start_up(tmp_path) -> tuple[subprocess.Popen, str]:
     return proc, line.split("ready: ", 1)[1].strip()
 
 
-def engine_pid_for(url: str) -> int:
+def registry_entry(url: str) -> dict:
     from harness.launch import registry
 
     for e in registry.entries():
         if e.get("base_url") == url:
-            return e["pid"]
+            return e
     raise AssertionError(f"no registry entry for {url}")
+
+
+def engine_pid_for(url: str) -> int:
+    return registry_entry(url)["pid"]
 
 
 def wait_gone(pgid: int, seconds: float) -> list[int]:
@@ -95,8 +99,6 @@ def test_kill_9_of_the_harness_kills_the_engine_within_10s(tmp_path):
     proc.kill()  # SIGKILL: no cleanup code in the harness runs
     proc.wait(timeout=10)
     assert wait_gone(pgid, 10) == [], "engine survived kill -9 of the harness"
-    out = subprocess.run(HARNESS + ["down", "--all"], capture_output=True, text=True)
-    assert out.returncode == 0
 
 
 def test_ps_lists_and_down_stops(tmp_path):
@@ -107,8 +109,10 @@ def test_ps_lists_and_down_stops(tmp_path):
         out = subprocess.run(HARNESS + ["ps"], capture_output=True, text=True, check=True).stdout
         assert url in out
         pgid = engine_pid_for(url)
-        out = subprocess.run(HARNESS + ["down", "--all"], capture_output=True, text=True, check=True).stdout
-        assert "stopped" in out
+        run_id = registry_entry(url)["run_id"]
+        # by run id: `down --all` would also stop every other engine on the machine (this session's fixtures too)
+        out = subprocess.run(HARNESS + ["down", run_id], capture_output=True, text=True, check=True).stdout
+        assert f"stopped {run_id}" in out
         assert wait_gone(pgid, 10) == []
         assert all(e.get("base_url") != url for e in registry.entries())
         proc.wait(timeout=30)  # the harness sees its engine exit and stops with an error

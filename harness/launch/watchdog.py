@@ -14,6 +14,8 @@ import signal
 import sys
 import time
 
+from harness.launch.listening import process_group
+
 
 def kill_group(pgid: int, grace: float) -> None:
     try:
@@ -22,9 +24,9 @@ def kill_group(pgid: int, grace: float) -> None:
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        # Zombies do not count: the engine's direct child stays a zombie until its parent (the harness) reaps it,
+        # and killpg(pgid, 0) would still succeed on it.
+        if not process_group(pgid):
             return
         time.sleep(0.1)
     try:

@@ -2,7 +2,7 @@
 
 Run with the engine environment's python (vLLM's pool is importable there; harness is imported by path):
 
-    /tmp/warm-env/bin/python benchmarks/blocks_ops.py [--requests 2500] [--repeat 4] [--rounds 3]
+    ~/.cache/harness/envs/vllm-0.11.0-<key>/bin/python benchmarks/blocks_ops.py   # the env `harness install` built [--requests 2500] [--repeat 4] [--rounds 3]
 
 1. Record: a simulated continuous-batching workload (shared prefixes, tight cache so it preempts) runs
    through our KV cache manager; every block-pool call is recorded (new blocks, touch, free, cache full

@@ -37,6 +37,13 @@ from vllm.entrypoints.cli.main import main
 main()
 """
 
+def default_engine_python() -> Path:
+    from harness.envs import env_for
+    from harness.manifest import DEFAULT_MANIFEST, load_manifest
+
+    return env_for(load_manifest(DEFAULT_MANIFEST)).python
+
+
 
 def run_vllm_bench(py: str, url: str, model: str, tokenizer: str, out: Path, seed: int) -> dict:
     host, port = url.split("//", 1)[1].rsplit(":", 1)
@@ -81,7 +88,8 @@ def main() -> int:
     ap.add_argument("--url", default="http://127.0.0.1:18400")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--tokenizer", required=True, help="the served model's directory (no hub here)")
-    ap.add_argument("--engine-python", default="/tmp/warm-env/bin/python")
+    ap.add_argument("--engine-python", default=str(default_engine_python()),
+                    help="python of the 0.11.0 engine environment (default: the one `harness install` built)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()

@@ -12,6 +12,7 @@ harness also over the whole call including parsing the recorded bytes and writin
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import socket
 import subprocess
@@ -28,7 +29,15 @@ from harness.load.report import build_summary  # noqa: E402
 from harness.load.runner import Target, run_scenario  # noqa: E402
 from harness.load.scenario import parse_scenario  # noqa: E402
 
-FAST = Path("/work/shared/tools/fast_sse_server.py")
+# shared/ sits beside the repository (as on the developers' machines and in CI); override with HARNESS_SHARED
+FAST = Path(os.environ.get("HARNESS_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "tools" / "fast_sse_server.py"
+
+def default_engine_python() -> Path:
+    from harness.envs import env_for
+    from harness.manifest import DEFAULT_MANIFEST, load_manifest
+
+    return env_for(load_manifest(DEFAULT_MANIFEST)).python
+
 
 
 def free_port() -> int:
@@ -71,7 +80,8 @@ def run_h(port, out: Path, n, tokens, conc) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--engine-python", default="/tmp/warm-env/bin/python")
+    ap.add_argument("--engine-python", default=str(default_engine_python()),
+                    help="python of the 0.11.0 engine environment (default: the one `harness install` built)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--tokens", type=int, default=512)

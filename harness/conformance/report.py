@@ -66,11 +66,14 @@ def print_table(doc: dict, console: Any = None) -> None:
     for r in doc.get("cases", []):
         v = r["verdict"] + (" (unexpected pass)" if r.get("unexpected_pass") else "")
         if r["verdict"] in ("fail", "error"):
-            detail = f"{r.get('behaviour')}: expected {_short(r.get('expected'), 60)}, got {_short(r.get('actual'), 60)}"
+            parts = [r.get("behaviour") or ""]
+            if r.get("expected") is not None or r.get("actual") is not None:
+                parts.append(f"expected {_short(r.get('expected'), 60)}, got {_short(r.get('actual'), 60)}")
             if r.get("chunk") is not None:
-                detail += f" @chunk {r['chunk']}"
+                parts.append(f"@chunk {r['chunk']}")
             if r.get("note"):
-                detail += f" — {_short(r['note'], 80)}"
+                parts.append(_short(r["note"], 80))
+            detail = " ".join(p for p in parts if p)
         elif r["verdict"] == "quirk":
             detail = f"{r.get('behaviour')}: {_short(r.get('quirk_reason'), 90)}"
         else:

@@ -69,7 +69,7 @@ def streamed_text(view: StreamView, index: int = 0) -> str:
     return "".join(parts)
 
 
-def _tool_calls(view: StreamView) -> list[tuple[int, dict]]:
+def tool_calls(view: StreamView) -> list[tuple[int, dict]]:
     out = []
     for n, obj in view.objects():
         for c in choices(obj):
@@ -203,7 +203,7 @@ def one_finish_reason(view: StreamView) -> Check:
     for i, seq in sorted(idx.items()):
         frs = [(n, c.get("finish_reason")) for n, _, c in seq if c.get("finish_reason") not in (None, "")]
         if not frs:
-            tag = "no-finish-reason-after-tool-call" if _tool_calls(view) else "no-finish-reason"
+            tag = "no-finish-reason-after-tool-call" if tool_calls(view) else "no-finish-reason"
             return failed(tag, f"choice {i}: exactly one finish_reason", "none", seq[-1][0])
         if len(frs) > 1:
             return failed("multiple-finish-reasons", f"choice {i}: exactly one finish_reason", frs, frs[1][0])
@@ -217,7 +217,11 @@ def finish_reason_values(view: StreamView) -> Check:
     for n, o in view.objects():
         for c in choices(o):
             fr = c.get("finish_reason")
-            if fr not in (None, "") and fr not in FINISH_REASONS:
+            if fr is None or fr == "":
+                continue
+            if not isinstance(fr, str):
+                return failed("finish-reason-not-a-string", sorted(FINISH_REASONS), fr, n)
+            if fr not in FINISH_REASONS:
                 return failed(f"finish-reason-{fr}", sorted(FINISH_REASONS), fr, n)
     return passed()
 
@@ -312,7 +316,7 @@ def no_extra_choice_fields(view: StreamView) -> Check:
 
 
 def tools_first_fragment(view: StreamView) -> Check:
-    tcs = _tool_calls(view)
+    tcs = tool_calls(view)
     if not tcs:
         return skipped("no tool calls in this stream")
     n, first = tcs[0]
@@ -325,7 +329,7 @@ def tools_first_fragment(view: StreamView) -> Check:
 
 def tool_arguments(view: StreamView) -> str:
     parts = []
-    for _, tc in _tool_calls(view):
+    for _, tc in tool_calls(view):
         fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
         a = fn.get("arguments")
         if isinstance(a, str):
@@ -336,7 +340,7 @@ def tool_arguments(view: StreamView) -> str:
 def tools_arguments_json(view: StreamView) -> Check:
     import json
 
-    if not _tool_calls(view):
+    if not tool_calls(view):
         return skipped("no tool calls in this stream")
     text = tool_arguments(view)
     try:
@@ -347,7 +351,7 @@ def tools_arguments_json(view: StreamView) -> Check:
 
 
 def tools_finish_reason(view: StreamView) -> Check:
-    if not _tool_calls(view):
+    if not tool_calls(view):
         return skipped("no tool calls in this stream")
     frs = [c.get("finish_reason") for _, o in view.objects() for c in choices(o) if c.get("finish_reason")]
     if not frs:

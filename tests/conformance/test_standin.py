@@ -65,5 +65,5 @@ def test_cli_exit_codes_and_outputs(standin, tmp_path, capsys):
 def test_pytest_plugin(pytester, standin):
     pytester.makepyfile("def test_nothing():\n    pass\n")
     r = pytester.runpytest_subprocess("--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider")
-    r.assert_outcomes(passed=1 + 64, skipped=7)  # pass + quirk + info count as passed
+    r.assert_outcomes(passed=1 + 65, skipped=7)  # pass + quirk + info count as passed
     r.stdout.fnmatch_lines(["*harness conformance (tgi-3.3.5)*", "*quirk chat.stream.role-once*"])

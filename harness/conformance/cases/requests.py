@@ -8,7 +8,7 @@ import json
 from harness.conformance.context import probe
 from harness.conformance.model import Check, Level, failed, info, passed, skipped
 from harness.conformance.registry import case, shape_cases
-from harness.conformance.shape import TOOL_CHECKS, per_index, streamed_text, tool_arguments
+from harness.conformance.shape import TOOL_CHECKS, per_index, streamed_text, tool_arguments, tool_calls
 from harness.conformance.view import choices, from_trace
 
 CHAT = "/v1/chat/completions"
@@ -180,6 +180,22 @@ async def _tools(ctx):
     tools = [{"type": "function", "function": {"name": "pick_unit", "description": "Pick a unit.", "parameters": TOOL_SCHEMA}}]
     body = ctx.chat(max_tokens=24, stream=True, tools=tools, tool_choice={"type": "function", "function": {"name": "pick_unit"}})
     return await ctx.post(CHAT, body)
+
+
+@case("chat.tools.present", "a named tool_choice streams tool-call fragments (not plain text, not an error event)")
+async def tools_present(ctx) -> Check:
+    # The shape checks below skip a stream without tool calls (right for recorded streams); a forced call must have them.
+    t = await ctx.probe("chat.tools")
+    if (p := _bad(t)) is not None:
+        return p
+    view = from_trace(t)
+    for n, obj in view.objects():
+        if isinstance(obj, dict) and "error" in obj:
+            return failed("error-event", "tool-call fragments", obj["error"], n)
+    calls = tool_calls(view)
+    if not calls:
+        return failed("no-tool-calls", "at least one tool-call fragment", streamed_text(view)[:120] or "(nothing)")
+    return passed(f"{len(calls)} fragments")
 
 
 shape_cases("chat.tools", "chat.tools", TOOL_CHECKS, "chat")

@@ -170,7 +170,7 @@ def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_nam
     denom = n_blocks - 1
 
     def poll():
-        with httpx.Client() as c:
+        with httpx.Client(trust_env=False) as c:
             while not done.is_set():
                 u = scrape(c, base_url).value("vllm:kv_cache_usage_perc", 0.0) or 0.0
                 samples.append((received[0], round(u * denom)))
@@ -280,7 +280,7 @@ def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str |
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
     _complete(client, base_url, model, _tokens(rng, 8), 1)  # warm-up: the first request of a cold engine is slow
     p0 = _settled(client, base_url, "vllm:num_preemptions_total")
-    clients = [httpx.Client() for _ in prompts]
+    clients = [httpx.Client(trust_env=False) for _ in prompts]
     gate = threading.Barrier(requests)
 
     def send(i: int) -> dict:
@@ -314,7 +314,7 @@ def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtyp
     kvb = cap_mod.parse_bytes(kv_bytes) if isinstance(kv_bytes, str) else kv_bytes
     wanted = list(checks or ("num_blocks", "usage", "prefix_hits", "preemptions"))
     out: list[Verdict] = []
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, trust_env=False) as client:
         for name in wanted:
             try:
                 if name == "num_blocks":

@@ -66,7 +66,7 @@ def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool 
 
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
     try:
-        reported = httpx.get(f"{engine.base_url}/version", timeout=10).json().get("version")
+        reported = httpx.get(f"{engine.base_url}/version", timeout=10, trust_env=False).json().get("version")
     except (httpx.HTTPError, ValueError):
         reported = None
     records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)

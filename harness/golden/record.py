@@ -154,7 +154,7 @@ def record_sets(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     out: dict[str, list[dict]] = {}
     timing: dict[str, float] = {}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=timeout) as client:
+    with httpx.Client(base_url=base_url, headers=headers, timeout=timeout, trust_env=False) as client:
         for s in sets:
             t0 = time.perf_counter()
             out[s.name] = [record_prompt(client, served_name, p, s.name) for p in s.prompts]

@@ -68,7 +68,7 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
 def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        return httpx.get(base + path, headers=headers, timeout=30)
+        return httpx.get(base + path, headers=headers, timeout=30, trust_env=False)
     except httpx.HTTPError:
         return None
 

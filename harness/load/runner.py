@@ -260,8 +260,8 @@ class _Run:
         timeout = httpx.Timeout(sc.request_timeout_s, connect=10.0)
         transport = FastTransport() if self.target.base_url.startswith("http://") else None
         kw = {"transport": transport} if transport else {}
-        async with httpx.AsyncClient(base_url=self.target.base_url, headers=headers, timeout=timeout, **kw) as client, \
-                httpx.AsyncClient(base_url=self.target.base_url, headers=headers) as side:
+        async with httpx.AsyncClient(base_url=self.target.base_url, headers=headers, timeout=timeout, trust_env=False, **kw) as client, \
+                httpx.AsyncClient(base_url=self.target.base_url, headers=headers, trust_env=False) as side:
             model = await self.resolve_model(side)
             planned = plan(sc)
             self.write({"type": "run", "schema": 1, "scenario": sc.model_dump(mode="json"), "scenario_source": sc.source,

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from harness.errors import DockerUnavailable
+from harness.procs import pid_alive
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -134,20 +135,6 @@ def _registry_answers(addr: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def ensure_registry(root_dir: str | Path, port: int | None = None, timeout: float = 20.0) -> str:
     """Start (or reuse) a `docker-registry` on 127.0.0.1 storing under root_dir; return "127.0.0.1:PORT".
 
@@ -160,7 +147,7 @@ def ensure_registry(root_dir: str | Path, port: int | None = None, timeout: floa
     if pidfile.exists() and addrfile.exists():
         try:
             pid, addr = int(pidfile.read_text().strip()), addrfile.read_text().strip()
-            if _pid_alive(pid) and _registry_answers(addr):
+            if pid_alive(pid) and _registry_answers(addr):
                 return addr
         except ValueError:
             pass
@@ -224,9 +211,9 @@ def stop_registry(root_dir: str | Path, timeout: float = 10.0) -> None:
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _pid_alive(pid):
+        while time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.1)
-        if _pid_alive(pid):
+        if pid_alive(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

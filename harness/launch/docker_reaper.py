@@ -17,25 +17,12 @@ import os
 import select
 import sys
 import time
-from pathlib import Path
+
+from harness.procs import pid_alive
 
 
 def _log(msg: str) -> None:
     print(time.strftime("%H:%M:%S"), f"reaper[{os.getpid()}]:", msg, flush=True)
-
-
-def parent_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed parent nobody has reaped yet is a zombie: dead for our purpose
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
 
 
 def wait_for_parent(pid: int, fd: int | None, poll: float = 1.0) -> str:
@@ -57,7 +44,7 @@ def wait_for_parent(pid: int, fd: int | None, poll: float = 1.0) -> str:
                 continue
         else:
             time.sleep(poll)
-        if not parent_alive(pid):
+        if not pid_alive(pid):
             return "dead"
 
 

@@ -8,21 +8,9 @@ import os
 import socket
 from pathlib import Path
 
-__all__ = ["process_group", "listening_sockets", "non_loopback"]
+__all__ = ["listening_sockets", "non_loopback"]
 
 _LISTEN = "0A"
-
-
-def process_group(pgid: int) -> set[int]:
-    pids = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.add(int(stat.parent.name))
-    return pids
 
 
 def _socket_inodes(pids: set[int]) -> set[str]:

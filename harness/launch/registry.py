@@ -10,20 +10,13 @@ from pathlib import Path
 
 from harness.hashing import atomic_write_text
 from harness.launch.base import harness_home
+from harness.procs import process_start_time
 
-__all__ = ["register", "unregister", "entries", "process_start_time", "alive"]
+__all__ = ["register", "unregister", "entries", "alive", "harness_alive", "current_harness"]
 
 
 def _dir() -> Path:
     return harness_home() / "runs"
-
-
-def process_start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def alive(entry: dict) -> bool:

@@ -17,7 +17,7 @@ import time
 from harness.errors import LaunchError
 from harness.launch import registry
 from harness.launch.base import Engine, LaunchSpec
-from harness.launch.listening import process_group
+from harness.procs import process_group, process_start_time
 from harness.launch.watchdog import kill_group
 
 __all__ = ["SubprocessEngine", "vllm_command"]
@@ -93,7 +93,7 @@ class SubprocessEngine(Engine):
             {
                 "kind": "subprocess",
                 "pid": self.proc.pid,
-                "pid_start": registry.process_start_time(self.proc.pid),
+                "pid_start": process_start_time(self.proc.pid),
                 "base_url": self.base_url,
                 "manifest": str(self.spec.manifest.path),
                 "log": str(self.log_path),

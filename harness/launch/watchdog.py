@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from harness.launch.listening import process_group
+from harness.procs import process_group
 
 
 def kill_group(pgid: int, grace: float) -> None:

@@ -12,7 +12,8 @@ import time
 import httpx
 import pytest
 
-from harness.launch.listening import listening_sockets, non_loopback, process_group
+from harness.launch.listening import listening_sockets, non_loopback
+from harness.procs import process_group
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.engine

@@ -24,6 +24,11 @@ def auth_headers(engine: Engine) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def _log_tail(engine: Engine) -> str:
+    tail = engine.log_tail()
+    return f"{tail}\n(full log: {engine.log_path})" if tail.strip() else f"(nothing in {engine.log_path} yet)"
+
+
 def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
     """Block until ready; returns the seconds waited."""
     served = engine.spec.manifest.model.served_name
@@ -33,7 +38,7 @@ def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
         while True:
             code = engine.exit_status()
             if code is not None:
-                raise EngineExited(f"engine exited with status {code} before it was ready", engine.log_tail())
+                raise EngineExited(f"engine exited with status {code} before it was ready", _log_tail(engine))
             try:
                 health = http.get("/health")
                 if health.status_code == 200:
@@ -47,7 +52,7 @@ def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
             except (httpx.HTTPError, ValueError) as exc:
                 last = type(exc).__name__
             if time.monotonic() - t0 > timeout:
-                raise StartupTimeout(f"engine not ready after {timeout:.0f} s ({last})", engine.log_tail())
+                raise StartupTimeout(f"engine not ready after {timeout:.0f} s ({last})", _log_tail(engine))
             time.sleep(poll)
 
 

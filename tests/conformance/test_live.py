@@ -26,3 +26,20 @@ def test_api_key_cases(engine_factory):
     assert {r.id: r.verdict for r in rep.results} == {
         "health.health": "pass", "auth.missing-key": "quirk", "auth.wrong-key": "quirk",
         "auth.health-unguarded": "pass", "auth.metrics-unguarded": "pass"}
+
+
+def test_api_key_never_reaches_logs_or_reports(engine_factory, tmp_path):
+    import subprocess
+
+    from harness.conformance.report import write_outputs
+
+    key = "conformance-test-key"
+    eng = engine_factory(api_key=key)
+    rep = asyncio.run(run_suite(new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name,
+                                        api_key=eng.api_key), patterns=["auth", "chat.nonstream"]))
+    write_outputs(rep.to_dict(), tmp_path)
+    for f in [eng.log_path, *tmp_path.iterdir()]:
+        assert key not in f.read_text(errors="replace"), f
+    # the key goes to the engine by environment, never on its command line
+    cmdline = subprocess.run(["ps", "-o", "args=", "-p", str(eng.proc.pid)], capture_output=True, text=True).stdout
+    assert cmdline and key not in cmdline

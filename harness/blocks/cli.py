@@ -49,11 +49,11 @@ def _waste(args) -> int:
 def _simulate(args) -> int:
     from harness.blocks import scenario, simulate
 
-    sc = scenario.load(args.scenario)
+    sc, specs = scenario.load_any(args.scenario)
     overrides = {k: v for k, v in (("num_blocks", args.num_blocks), ("block_size", args.block_size),
                                    ("max_num_seqs", args.max_num_seqs),
                                    ("max_num_batched_tokens", args.max_num_batched_tokens)) if v}
-    result = simulate.run(sc, **overrides)
+    result = simulate.run(sc, specs=specs, **overrides)
     _emit(result.summary(timeline=args.timeline))
     return 0
 
@@ -104,7 +104,8 @@ def register(sub) -> None:
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=_waste)
 
-    s = bsub.add_parser("simulate", help="replay a scenario through a continuous-batching scheduler")
+    s = bsub.add_parser("simulate", help="replay a scenario (loadtests/*.yaml, or the simulator's own format with an "
+                                         "engine section) through a continuous-batching scheduler")
     s.add_argument("scenario")
     s.add_argument("--num-blocks", type=_positive, help="override the scenario's engine.num_blocks")
     s.add_argument("--block-size", type=_positive)

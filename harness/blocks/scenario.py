@@ -30,7 +30,7 @@ import yaml
 
 from harness.errors import ManifestError
 
-__all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "parse", "expand"]
+__all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "load_any", "parse", "expand"]
 
 
 @dataclass(frozen=True)
@@ -129,15 +129,28 @@ def parse(doc: object, path: str = "<scenario>") -> SimScenario:
     )
 
 
-def load(path: str | Path) -> SimScenario:
+def _read(path: str | Path) -> object:
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text())
+        return yaml.safe_load(p.read_text())
     except FileNotFoundError:
         raise ManifestError(p, "<file>", "no such file") from None
     except yaml.YAMLError as exc:
         raise ManifestError(p, "<yaml>", str(exc).splitlines()[0]) from None
-    return parse(doc, str(p))
+
+
+def load(path: str | Path) -> SimScenario:
+    return parse(_read(path), str(path))
+
+
+def load_any(path: str | Path) -> tuple[SimScenario, list[SimRequestSpec] | None]:
+    """A load-test scenario (loadtests/*.yaml: the requests `harness load` would send) or the simulator's own format."""
+    from harness.blocks.from_load import from_load_scenario, is_load_scenario
+
+    doc = _read(path)
+    if is_load_scenario(doc):
+        return from_load_scenario(path)
+    return parse(doc, str(path)), None
 
 
 def expand(sc: SimScenario) -> list[SimRequestSpec]:

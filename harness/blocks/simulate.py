@@ -174,11 +174,13 @@ class Simulator:
         self.t += cfg.step_time_s
 
 
-def run(sc: SimScenario, *, debug: bool = False, max_steps: int = 1_000_000, **engine_overrides) -> SimResult:
+def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bool = False, max_steps: int = 1_000_000,
+        **engine_overrides) -> SimResult:
+    """Replay sc's requests (or the given specs, e.g. from a load-test scenario) until every one has finished."""
     engine = EngineSettings(**{**sc.engine.__dict__, **engine_overrides})
     sim = Simulator(engine, debug=debug)
     result = SimResult(sc.name, engine)
-    pending = deque(expand(sc))
+    pending = deque(sorted(specs, key=lambda r: r.arrival_s) if specs is not None else expand(sc))
     while pending or sim.running or sim.waiting:
         while pending and pending[0].arrival_s <= sim.t + 1e-12:
             spec = pending.popleft()

@@ -36,6 +36,14 @@ def register(sub) -> None:
     c.add_argument("--json", action="store_true", help="print results as JSON")
     c.set_defaults(func=cmd_check_stream)
 
+    u = sub.add_parser("update-expectations",
+                       help="propose an expectation file from a conformance.json: fails become quirks to review")
+    u.add_argument("results", help="conformance.json written by `harness conform --out`")
+    u.add_argument("--expect", required=True, help="the expectation name or YAML path the run used")
+    u.add_argument("--out", required=True, help="where to write the proposed YAML (never the input, unless --force)")
+    u.add_argument("--force", action="store_true")
+    u.set_defaults(func=cmd_update_expectations)
+
 
 def default_expectation(kind: str, version: str) -> str:
     from harness.conformance.expectations import available
@@ -143,3 +151,16 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
         json.dump(all_out, sys.stdout, indent=2, default=str, ensure_ascii=False)
         print()
     return 1 if bad else 0
+
+
+def cmd_update_expectations(args: argparse.Namespace) -> int:
+    from harness.conformance.expectations import load_expectations
+    from harness.conformance.update import update_expectations
+
+    src = load_expectations(args.expect).path  # validates, and resolves a name to its file
+    if not src:
+        raise UsageError("--expect must name an expectation file (not the pure reference)")
+    for line in update_expectations(args.results, src, args.out, force=args.force) or ["(no changes)"]:
+        print(line)
+    print(f"wrote {args.out}")
+    return 0

@@ -102,21 +102,25 @@ def cmd_up(args) -> int:
 
     from harness.launch.session import launch
 
-    # Ctrl-C must stop the engine even when the harness was started in the background (SIGINT then starts ignored).
+    # Ctrl-C and SIGTERM both unwind through launch()'s cleanup, which stops the engine. SIGINT is set explicitly
+    # because a harness started in the background begins with SIGINT ignored. Installed before anything starts, so a
+    # signal arriving right after `ready:` is printed is still a clean stop.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    with launch(args.manifest) as engine:
-        print(_identity_line(engine.identity), file=sys.stderr)
-        print(f"ready: {engine.base_url}", flush=True)
-        signal.signal(signal.SIGTERM, _interrupt)
-        try:
+    signal.signal(signal.SIGTERM, _interrupt)
+    ready = False
+    try:
+        with launch(args.manifest) as engine:
+            print(_identity_line(engine.identity), file=sys.stderr)
+            print(f"ready: {engine.base_url}", flush=True)
+            ready = True
             while engine.exit_status() is None:
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            print("stopping engine", file=sys.stderr)
-            return 0
-        print(f"harness: error: engine exited with status {engine.exit_status()}", file=sys.stderr)
-        print(engine.log_tail(), file=sys.stderr)
-        return 1
+            print(f"harness: error: engine exited with status {engine.exit_status()}", file=sys.stderr)
+            print(engine.log_tail(), file=sys.stderr)
+            return 1
+    except KeyboardInterrupt:
+        print("engine stopped" if ready else "interrupted before the engine was ready; stopped it", file=sys.stderr)
+        return 0 if ready else 130
 
 
 def _interrupt(signum, frame):

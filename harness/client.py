@@ -23,7 +23,7 @@ import httpx
 
 from harness.sse import SSEParser, decode_json
 
-__all__ = ["TraceEvent", "Trace", "make_client", "record", "DEFAULT_TIMEOUT"]
+__all__ = ["TraceEvent", "Trace", "make_client", "record", "bearer", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 MAX_BODY = 64 << 20  # stop storing (not reading) past this many bytes
@@ -92,6 +92,11 @@ async def _raw_chunks(response: httpx.Response):
         yield chunk
 
 
+def bearer(api_key: str | None) -> dict[str, str]:
+    """The Authorization header for an API key (none without a key). The one place it is built."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def make_client(
     base_url: str,
     *,
@@ -101,10 +106,9 @@ def make_client(
     max_connections: int = 100,
 ) -> httpx.AsyncClient:
     """The one place an AsyncClient is built. Tests inject `httpx.MockTransport` (or an ASGI transport)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.AsyncClient(
         base_url=base_url,
-        headers=headers,
+        headers=bearer(api_key),
         timeout=timeout,
         transport=transport,
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from harness.client import bearer
 from harness import __version__
 from harness.errors import HarnessError
 from harness.golden.prompts import Prompt, PromptSet
@@ -151,7 +152,7 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
 def record_sets(
     base_url: str, served_name: str, sets: list[PromptSet], *, api_key: str | None = None, timeout: float = 120.0
 ) -> tuple[dict[str, list[dict]], dict[str, float]]:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = bearer(api_key)
     out: dict[str, list[dict]] = {}
     timing: dict[str, float] = {}
     with httpx.Client(base_url=base_url, headers=headers, timeout=timeout, trust_env=False) as client:

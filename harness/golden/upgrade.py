@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import httpx
 
+from harness.client import bearer
 from harness.errors import HarnessError, RefusedError
 from harness.hashing import atomic_write_text
 from harness.manifest import Manifest, load_manifest
@@ -66,7 +67,7 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
 
 
 def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = bearer(api_key)
     try:
         return httpx.get(base + path, headers=headers, timeout=30, trust_env=False)
     except httpx.HTTPError:

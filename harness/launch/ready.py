@@ -11,6 +11,7 @@ import time
 
 import httpx
 
+from harness.client import bearer
 from harness.errors import EngineExited, IdentityMismatch, StartupTimeout
 from harness.launch.base import Engine
 
@@ -20,8 +21,7 @@ TGI_MODEL_ID = "/model"  # where the Docker launcher mounts the model; TGI repor
 
 
 def auth_headers(engine: Engine) -> dict[str, str]:
-    key = engine.spec.api_key()
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    return bearer(engine.spec.api_key())
 
 
 def _log_tail(engine: Engine) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from harness.client import bearer
 from harness.errors import RefusedError, UsageError
 from harness.load.scenario import PlannedRequest, Scenario, plan
 from harness.load.sse import parse_stream
@@ -256,7 +257,7 @@ class _Run:
 
     async def main(self) -> RunResult:
         sc = self.sc
-        headers = {"authorization": f"Bearer {self.target.api_key}"} if self.target.api_key else {}
+        headers = bearer(self.target.api_key)
         timeout = httpx.Timeout(sc.request_timeout_s, connect=10.0)
         transport = FastTransport() if self.target.base_url.startswith("http://") else None
         kw = {"transport": transport} if transport else {}

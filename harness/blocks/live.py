@@ -151,7 +151,7 @@ def _settled(client, base_url, name, target=None, timeout=5.0) -> float:
 
 def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_name: str | None = None,
                               prompt_tokens: int = 100, max_tokens: int = 600, seed: int | None = None,
-                              poll_s: float = 0.02, attempts: int = 3) -> Verdict:
+                              poll_s: float = 0.01, attempts: int = 5) -> Verdict:
     m0 = scrape(client, base_url)
     cc = cache_config(m0)
     n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))

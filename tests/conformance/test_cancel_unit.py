@@ -1,0 +1,32 @@
+"""cancel.*: a stream the client could not even open is the harness's problem (error), not the server's (fail)."""
+
+import asyncio
+
+import httpx
+
+from harness.conformance.expectations import load_expectations
+from harness.conformance.runner import new_ctx, run_suite
+
+IDLE_METRICS = (
+    "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n"
+    "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.0\n"
+    "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 0.0\n"
+)
+
+
+def handler(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/v1/models":
+        return httpx.Response(200, json={"object": "list", "data": [{"id": "m", "object": "model"}]})
+    if request.url.path in ("/health", "/metrics"):
+        return httpx.Response(200, text=IDLE_METRICS, headers={"content-type": "text/plain; version=0.0.4"})
+    raise httpx.ConnectTimeout("timed out", request=request)  # what a starved client process sees
+
+
+def test_unopened_streams_are_an_error_not_a_server_failure():
+    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler))
+    report = asyncio.run(run_suite(ctx, patterns=["cancel.mid-stream", "cancel.concurrent-32"]))
+    got = {r.id: r for r in report.results}
+    assert set(got) == {"cancel.mid-stream", "cancel.concurrent-32"}
+    assert got["cancel.concurrent-32"].verdict == "error", got["cancel.concurrent-32"]
+    assert "32 of 32 streams got no response: ConnectTimeout" in got["cancel.concurrent-32"].note
+    assert got["cancel.mid-stream"].verdict == "error" and "1 of 1" in got["cancel.mid-stream"].note

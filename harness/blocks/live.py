@@ -175,18 +175,17 @@ def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_nam
         samples, after = _usage_trace(client, base_url, model, _tokens(rng, prompt_tokens), max_tokens,
                                       n_blocks - 1, poll_s)
         seen = sorted({b for _, b in samples if b})
+        top = seen[-1] if seen else 0
         problems = [why for why, ok in (
-            (f"peak {max(seen, default=0)} != {peak}", max(seen, default=0) == peak),
+            (f"peak {top} != {peak}", top == peak),
             ("a count outside the range", all(first <= b <= peak for b in seen)),
             ("usage went down mid-stream",
              all(b1 <= b2 for (_, b1), (_, b2) in zip(samples, samples[1:]) if b1 and b2)),
             (f"{after} blocks still used after finish", after == 0)) if not ok]
-        tries.append({"seen": seen, "peak": max(seen, default=0), "after": after, "samples": len(samples),
-                      "problems": problems})
+        tries.append({"seen": seen, "peak": top, "after": after, "samples": len(samples), "problems": problems})
         # Only a peak that fell between two scrapes (a slow poller on a busy machine) is worth another try:
         # any other problem is something the engine did, and repeating would only hide it.
-        missed_peak_only = len(problems) == 1 and max(seen, default=0) < peak
-        if not missed_peak_only:
+        if not (len(problems) == 1 and top < peak):
             break
     last = tries[-1]
     agree = not last["problems"]

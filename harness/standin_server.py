@@ -281,6 +281,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: 32 concurrent connects (cancel.concurrent-32) overflowed it and the
+    # kernel reset some before a response (ReadError). Real engines listen with 1024-2048.
+    request_queue_size = 128
 
     def __init__(self, port: int = 0, api_key: str | None = None, token_delay: float = 0.004):
         super().__init__(("127.0.0.1", port), Handler)

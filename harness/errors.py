@@ -8,6 +8,7 @@
     ├── DockerUnavailable             no Docker daemon answers
     ├── InstallError                  building/verifying an engine environment failed
     ├── DataError                     a recorded file (golden, events, report) is corrupt: names file and line
+    ├── OutputError                   an output cannot be written, or would replace an input or an existing result
     └── LaunchError                   exit_code 1: the engine could not be brought up or died
         ├── StartupTimeout            not ready in time (carries the log tail)
         ├── EngineExited              the process/container exited (carries the log tail)
@@ -58,6 +59,10 @@ class InstallError(HarnessError):
 
 
 class DataError(HarnessError):
+    pass
+
+
+class OutputError(HarnessError):
     pass
 
 

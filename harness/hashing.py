@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from harness.errors import DataError
+from harness.outputs import atomic_write_bytes, atomic_write_text  # noqa: F401 - re-exported for old callers
 
 __all__ = ["file_sha256", "tree_hash", "tree_listing", "atomic_write_bytes", "atomic_write_text"]
 
@@ -47,26 +47,3 @@ def tree_listing(root: str | Path) -> list[tuple[str, str]]:
 def tree_hash(root: str | Path) -> str:
     text = "".join(f"{digest}  {rel}\n" for rel, digest in tree_listing(root))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside the target, fsync, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())

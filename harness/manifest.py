@@ -7,7 +7,6 @@ Every validation problem becomes one ManifestError naming the file and the dotte
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -15,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.errors import ManifestError
+from harness.net import is_loopback_host
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -37,17 +37,6 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO_ROOT / "manifests" / "vllm-0.11.0-cpu.yaml"
-
-
-def is_loopback_host(host: str) -> bool:
-    """True only for literal loopback addresses or 'localhost' (decided on the parsed value, no DNS)."""
-    h = host.strip().strip("[]")
-    if h.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
 
 
 class _Strict(BaseModel):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import ManifestError
+from harness.readers import read_yaml
 
 __all__ = ["read_yaml_mapping", "validate_as", "field_name"]
 
@@ -17,16 +17,10 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def read_yaml_mapping(path: str | Path, what: str, expected: str) -> dict[str, Any]:
-    """Parse a YAML file whose top level must be a mapping; `what` names the kind of file, `expected` its keys."""
+    """Parse a YAML file whose top level must be a mapping; `what` names the kind of file, `expected` its keys.
+    Bounded in size and depth; duplicate keys and non-finite numbers are errors (see harness.readers)."""
     p = Path(path)
-    if not p.is_file():
-        raise ManifestError(p, "(file)", f"no such {what} file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(syntax)"
-        raise ManifestError(p, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    raw = read_yaml(p, what)
     if not isinstance(raw, dict):
         raise ManifestError(p, "(top level)", f"must be a mapping with {expected}")
     return raw

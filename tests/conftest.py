@@ -13,6 +13,11 @@ from harness.manifest import DEFAULT_MANIFEST, load_manifest
 
 IN_CI = os.environ.get("CI") == "true"
 
+# No test sends traffic outside loopback, not even to show that it is refused: a connect() elsewhere fails the test.
+from tests.support import netguard  # noqa: E402
+
+netguard.install()
+
 
 def unavailable(reason: str):
     """Fail in CI, skip (with the reason shown by -ra) elsewhere."""

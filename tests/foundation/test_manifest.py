@@ -83,7 +83,8 @@ def test_yaml_syntax_error(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "host, ok",
-    [("127.0.0.1", True), ("127.5.6.7", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    [("127.0.0.1", True), ("127.5.6.7", True), ("::1", True), ("localhost", True), ("[::1]", False), ("[127.0.0.1]", False),
+     (" 127.0.0.1 ", False), ("127.0.0.1\n", False),
      ("0.0.0.0", False), ("192.168.1.1", False), ("example.com", False), ("::", False)],
 )  # fmt: skip
 def test_loopback_decided_on_parsed_value(host, ok):

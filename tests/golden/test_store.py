@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from harness.errors import OutputError
+
 from harness.cli import main
 from harness.errors import DataError, RefusedError
 from harness.manifest import DEFAULT_MANIFEST
@@ -147,7 +149,7 @@ def test_atomic_write_failure_leaves_old_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="disk full"):  # one line for the user, not a traceback
         write(d, {"chat": [record("z", [choice(TOKS)])]}, force=True)
     monkeypatch.undo()
     assert _snapshot(d) == before  # no temp files left, old content intact

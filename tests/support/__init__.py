@@ -1,0 +1,1 @@
+"""Test doubles used by tests only (the product imports none of this)."""

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.conformance.expectations import load_expectations  # noqa: E402
 from harness.conformance.report import write_outputs  # noqa: E402
 from harness.conformance.runner import new_ctx, run_suite_sync  # noqa: E402
+from harness.net import loopback_url  # noqa: E402
 
 
 def measure(ctx, out: Path) -> dict:
@@ -41,7 +42,7 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="conformance-bench-"))
     if a.url:
-        res = measure(new_ctx(a.url, load_expectations(a.expect)), out)
+        res = measure(new_ctx(loopback_url(a.url), load_expectations(a.expect)), out)  # loopback only, before any socket
     else:
         from harness.launch.session import launch
         from harness.manifest import load_manifest

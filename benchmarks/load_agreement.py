@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.load.report import build_summary  # noqa: E402
-from harness.load.runner import Target, check_target, run_scenario  # noqa: E402
+from harness.load.runner import Target, run_scenario  # noqa: E402
+from harness.net import loopback_url  # noqa: E402
 from harness.load.scenario import parse_scenario  # noqa: E402
 
 WRAPPER = r"""
@@ -93,7 +94,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    url = check_target(a.url)  # loopback only
+    url = loopback_url(a.url)  # loopback only, before any socket
     root = Path(a.out or tempfile.mkdtemp(prefix="load-agreement-"))
     rows = []
     for r in range(a.rounds):

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.errors import RefusedError, UsageError
-from harness.hashing import atomic_write_text
+from harness.errors import RefusedError
+from harness.outputs import atomic_write_text, output_file
 
 __all__ = ["register", "cmd_record", "cmd_diff", "cmd_upgrade", "record_with_engine"]
 
@@ -38,6 +38,7 @@ def register(sub) -> None:
                    help=f"max |logprob drift| (nats) for 'equivalent' (default {DEFAULT_TOLERANCE})")
     d.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help=f"max baseline top-1/top-2 gap (nats) for 'near-tie' (default {DEFAULT_MARGIN})")
+    d.add_argument("--force", action="store_true", help="replace an existing --json file")
     d.add_argument("-v", "--verbose", action="store_true", help="list identical prompts too")
     d.set_defaults(func=cmd_diff)
 
@@ -58,20 +59,27 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _hardware(engine) -> dict:
+    """The recording's hardware: this host's CPU/GPU, and the torch build of the engine environment's python when
+    the harness launched the engine from one (Docker and --url engines: torch unknown)."""
+    from harness.hardware import collect
+
+    spec = getattr(engine, "spec", None)
+    env_dir = getattr(spec, "env_dir", None)
+    if env_dir:
+        return collect(Path(env_dir) / "bin" / "python")
+    return collect(None, torch_unknown=getattr(engine, "torch_unknown", "engine not launched from a python environment"))
+
+
 def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
     """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
-    from harness.golden.record import build_meta, record_sets
-
-    import httpx
+    from harness.golden.record import build_meta, record_sets, reported_version
 
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
-    try:
-        reported = httpx.get(f"{engine.base_url}/version", timeout=10, trust_env=False).json().get("version")
-    except (httpx.HTTPError, ValueError):
-        reported = None
+    reported = reported_version(engine.base_url, api_key)
     records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
     meta = build_meta(manifest, sets, identity=getattr(engine, "identity", None), engine_version=reported,
-                      timing=timing, base_url=engine.base_url)
+                      timing=timing, base_url=engine.base_url, hardware=_hardware(engine))
     if write and out is not None:
         from harness.golden.store import write_recording
 
@@ -81,6 +89,8 @@ def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool 
 
 class _UrlEngine:
     """A running engine given by URL (no launch, no identity check beyond /version)."""
+
+    torch_unknown = "recorded against --url"
 
     def __init__(self, url: str, manifest):
         self.base_url = url.rstrip("/")
@@ -103,39 +113,52 @@ class _UrlEngine:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from harness.errors import OutputError
     from harness.golden.prompts import resolve_prompt_sets
-    from harness.golden.store import default_recording_dir
+    from harness.golden.store import default_recording_dir, existing_recording
     from harness.manifest import load_manifest
+    from harness.net import loopback_url
 
+    url = loopback_url(args.url) if args.url is not None else None  # the loopback rule, before any socket
     m = load_manifest(args.manifest)
     sets = resolve_prompt_sets(args.prompts)
     out = args.out or default_recording_dir(m)
     # Refuse before launching anything: an existing recording is never overwritten without --force.
-    if out.is_dir() and not args.force and any(p.name == "meta.json" or p.suffix == ".jsonl" for p in out.iterdir()):
-        raise RefusedError(f"{out}: a recording is already there; pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a directory")
+    there = existing_recording(out, [s.name for s in sets])
+    if there and not args.force:
+        raise RefusedError(f"{out}: {there}; pass --force to replace it")
     t0 = time.perf_counter()
-    if args.url:
-        _, records, meta = record_with_engine(_UrlEngine(args.url, m), m, sets, out, force=args.force)
+    if url:
+        _, records, meta = record_with_engine(_UrlEngine(url, m), m, sets, out, force=args.force)
     else:
         from harness.launch.session import launch
 
         with launch(m) as engine:
             _, records, meta = record_with_engine(engine, m, sets, out, force=args.force)
+    from harness.hardware import summary
+
     for s in sets:
         n = len(records[s.name])
         t = meta["timing_s"][s.name]
-        print(f"{s.name}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt)")
+        refused = sum(1 for r in records[s.name] if r.get("error"))
+        note = f"; {refused} refused by the engine, recorded as outcomes" if refused else ""
+        print(f"{s.name}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt{note})")
+    print(f"hardware: {summary(meta.get('hardware'))}")
     print(f"recorded {sum(len(v) for v in records.values())} prompts to {out} "
           f"(engine {meta['engine']['reported_version']}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from harness.golden.diff import diff_recordings, render_text
+    from harness.golden.diff import check_thresholds, diff_recordings, render_text
     from harness.golden.store import load_recording
 
-    if args.tolerance < 0 or args.margin < 0:
-        raise UsageError("--tolerance and --margin must be >= 0")
+    check_thresholds(args.tolerance, args.margin)
+    if args.json:  # never over a file of either recording, nor an existing result without --force
+        inputs = [p for d in (args.a, args.b) if d.is_dir() for p in d.iterdir()] + [args.a, args.b]
+        output_file(args.json, force=args.force, inputs=inputs, what="--json")
     a, b = load_recording(args.a), load_recording(args.b)
     d = diff_recordings(a, b, tolerance=args.tolerance, margin=args.margin)
     print(render_text(d, verbose=args.verbose))
@@ -145,8 +168,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    from harness.golden.diff import check_thresholds
     from harness.golden.upgrade import run_upgrade
 
+    check_thresholds(args.tolerance, args.margin)
     report = run_upgrade(args.old_manifest, args.new_manifest, args.out, prompts=args.prompts,
                          tolerance=args.tolerance, margin=args.margin, conformance=not args.no_conformance,
                          force=args.force, say=_say)

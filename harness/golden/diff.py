@@ -19,23 +19,36 @@ Classes (worst over a prompt's choices wins, in this order of severity):
     added         in B only                                 (informational)
 
 Recordings of different models (meta model.sha256) are refused with a RefusedError: such a diff means nothing.
+Recordings from different hardware or torch builds (meta `hardware`, harness.hardware) are compared as always, and the
+diff says so: last-bit float drift is then expected (`equivalent` within tolerance), token changes are judged as always.
+`within_tolerance` is the cross-machine rule: every prompt identical or equivalent (bit-identity is only expected of two
+recordings made on one machine in one run).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.errors import RefusedError
+from harness.errors import RefusedError, UsageError
 from harness.golden.store import Recording
+from harness.hardware import compare as compare_hardware
 
 __all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MARGIN", "PromptDiff", "GoldenDiff", "diff_recordings", "classify_choice",
-           "render_text", "FAILING"]
+           "render_text", "FAILING", "check_thresholds"]
 
 DEFAULT_TOLERANCE = 0.02
 DEFAULT_MARGIN = 0.1
 SEVERITY = ["identical", "equivalent", "added", "near-tie", "resampled", "regression", "incomparable", "missing"]
 FAILING = {"regression", "missing", "incomparable"}
+
+
+def check_thresholds(tolerance: float, margin: float) -> None:
+    """--tolerance and --margin are finite numbers >= 0: with NaN every comparison is False and a 3-nat drift passes."""
+    for name, v in (("--tolerance", tolerance), ("--margin", margin)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"{name} must be a finite number >= 0 (nats), got {v!r}")
 
 
 @dataclass
@@ -64,6 +77,7 @@ class GoldenDiff:
     prompts: list[PromptDiff]
     sets_only_in_a: list[str] = field(default_factory=list)
     sets_only_in_b: list[str] = field(default_factory=list)
+    hardware: dict[str, Any] = field(default_factory=dict)  # harness.hardware.compare of the two recordings
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -75,8 +89,14 @@ class GoldenDiff:
     def ok(self) -> bool:
         return not any(p.status in FAILING for p in self.prompts)
 
+    @property
+    def within_tolerance(self) -> bool:
+        """The cross-machine rule: ok, and every prompt identical or equivalent (no token changed anywhere)."""
+        return self.ok and bool(self.prompts) and all(p.status in ("identical", "equivalent") for p in self.prompts)
+
     def to_json(self) -> dict:
         return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "margin": self.margin, "ok": self.ok,
+                "within_tolerance": self.within_tolerance, "hardware": self.hardware,
                 "counts": self.counts(), "sets_only_in_a": self.sets_only_in_a, "sets_only_in_b": self.sets_only_in_b,
                 "prompts": [asdict(p) for p in self.prompts]}
 
@@ -183,13 +203,15 @@ def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> Prom
 
 def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TOLERANCE,
                     margin: float = DEFAULT_MARGIN, allow_other_model: bool = False) -> GoldenDiff:
+    check_thresholds(tolerance, margin)
     if a.model_sha256 != b.model_sha256 and not allow_other_model:
         raise RefusedError(
             f"refusing to compare recordings of different models: {a.path} has model {a.model_sha256[:12]}, "
             f"{b.path} has model {b.model_sha256[:12]} (outputs of two models are not a regression signal)"
         )
     out = GoldenDiff(a=str(a.path), b=str(b.path), tolerance=tolerance, margin=margin, prompts=[],
-                     sets_only_in_a=sorted(set(a.sets) - set(b.sets)), sets_only_in_b=sorted(set(b.sets) - set(a.sets)))
+                     sets_only_in_a=sorted(set(a.sets) - set(b.sets)), sets_only_in_b=sorted(set(b.sets) - set(a.sets)),
+                     hardware=compare_hardware(a.meta.get("hardware"), b.meta.get("hardware")))
     pa, pb = a.prompts(), b.prompts()
     for key in list(pa) + [k for k in pb if k not in pa]:
         s, pid = key
@@ -229,6 +251,8 @@ def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TO
 def render_text(d: GoldenDiff, verbose: bool = False) -> str:
     lines = [f"golden diff  A={d.a}", f"             B={d.b}",
              f"tolerance {d.tolerance} nats, near-tie margin {d.margin} nats"]
+    if d.hardware:
+        lines.append(f"hardware: {d.hardware['line']}")
     if d.sets_only_in_a:
         lines.append(f"sets only in A: {', '.join(d.sets_only_in_a)}")
     if d.sets_only_in_b:

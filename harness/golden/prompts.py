@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import ManifestError
 from harness.manifest import REPO_ROOT
+from harness.readers import parse_yaml, read_bytes
 
 __all__ = ["Prompt", "PromptSet", "PROMPTS_DIR", "load_prompt_set", "resolve_prompt_sets", "canonical_json"]
 
@@ -124,16 +123,13 @@ def _check_messages(path: Path, where: str, msgs: Any) -> list[dict[str, str]]:
 
 def load_prompt_set(path: str | Path) -> PromptSet:
     p = Path(path)
+    data = read_bytes(p, "prompt set")  # bounded; refuses FIFOs, devices, directories
     try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise ManifestError(p, "(file)", f"cannot read prompt set: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "(syntax)"
-        raise ManifestError(p, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ManifestError(p, f"line {line}", "prompt set is not UTF-8 text") from None
+    raw = parse_yaml(text, p, "prompt set")  # duplicate keys, nesting, .nan/.inf: ManifestError with the line
     if not isinstance(raw, dict):
         raise ManifestError(p, "(top level)", "must be a mapping with name, description, prompts")
     extra = set(raw) - {"name", "description", "defaults", "prompts"}

@@ -3,11 +3,15 @@
 `record_sets(base_url, served_name, sets, api_key=None)` -> ({set: [record]}, {set: seconds}). Requests are sent
 sequentially so the engine never batches two golden prompts together (batch shape can change CPU numerics).
 An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing.
+A 4xx refusal of one prompt is that prompt's golden outcome, but a set whose every prompt was refused records nothing
+of the engine (a wrong URL, a proxy, an API mismatch): EngineResponseError too (exit 1, like any engine failure).
+Each answer is bounded in wall time and bytes (a server that drips or never ends is a failure, not a hang).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,8 +20,13 @@ from harness.client import bearer
 from harness import __version__
 from harness.errors import HarnessError
 from harness.golden.prompts import Prompt, PromptSet
+from harness.net import redact_url
+from harness.secrets import redact_env
 
-__all__ = ["EngineResponseError", "record_prompt", "record_sets", "normalize_response", "key_paths", "build_meta"]
+MAX_RESPONSE_BYTES = 64 << 20  # a golden answer is a few KB of logprobs
+
+__all__ = ["EngineResponseError", "record_prompt", "record_sets", "normalize_response", "key_paths", "build_meta",
+           "bounded_request", "repo_relative", "reported_version"]
 
 
 class EngineResponseError(HarnessError):
@@ -122,31 +131,95 @@ def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
     }
 
 
-def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_name: str) -> dict:
+class _Answer:
+    """Status and body of one bounded POST (httpx.Response-like for what record_prompt needs)."""
+
+    def __init__(self, status_code: int, content: bytes):
+        self.status_code, self.content = status_code, content
+        self.text = content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        from harness.readers import parse_json
+
+        return parse_json(self.text, "response", "engine answer", allow_nan=True)
+
+
+def bounded_request(client: httpx.Client, method: str, path: str, wall_s: float, **kw: Any) -> _Answer:
+    """Send and read the whole answer within `wall_s` seconds and MAX_RESPONSE_BYTES (httpx's timeout is per read
+    only: a server that drips a byte a second would never time out)."""
+    deadline = time.monotonic() + wall_s
+    with client.stream(method, path, **kw) as r:
+        buf = bytearray()
+        for chunk in r.iter_bytes():
+            buf += chunk
+            if len(buf) > MAX_RESPONSE_BYTES:
+                raise httpx.ReadError(f"answer larger than {MAX_RESPONSE_BYTES} bytes")
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"answer not complete after {wall_s:.0f} s")
+        return _Answer(r.status_code, bytes(buf))
+
+
+def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_name: str, *,
+                  wall_s: float = 120.0) -> dict:  # fmt: skip
     body = dict(prompt.body(), model=served_name)
     try:
-        r = client.post(prompt.path, json=body)
+        r = bounded_request(client, "POST", prompt.path, wall_s, json=body)
     except httpx.HTTPError as exc:
         raise EngineResponseError(f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}") from None
     if 400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429):
         # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"): that *is* its
         # golden output; the diff compares it with the other version's answer.
         try:
-            err = (r.json() or {}).get("error") or {}
-        except ValueError:
+            answer = r.json()
+            err = (answer.get("error") if isinstance(answer, dict) else None) or {}
+        except HarnessError:
             err = {}
         if not isinstance(err, dict):
             err = {"message": str(err)}
+        kind = err.get("type")
         return {"id": prompt.id, "set": set_name, "endpoint": prompt.endpoint,
                 "request_sha256": prompt.request_sha256(), "request": prompt.body(), "choices": [],
-                "error": {"status": r.status_code, "type": err.get("type"), "message": str(err.get("message", r.text[:300]))},
+                "error": {"status": r.status_code, "type": kind if isinstance(kind, (str, type(None))) else str(kind),
+                          "message": str(err.get("message", r.text[:300]))[:2000]},
                 "usage": None, "system_fingerprint": None, "response_keys": []}
     if r.status_code != 200:
         raise EngineResponseError(f"prompt {set_name}/{prompt.id}: HTTP {r.status_code}: {r.text[:300]}")
     try:
-        return normalize_response(prompt, set_name, r.json())
-    except ValueError as exc:
-        raise EngineResponseError(f"prompt {set_name}/{prompt.id}: malformed response: {exc}") from None
+        answer = r.json()
+        if not isinstance(answer, dict):
+            raise ValueError("not a JSON object")
+        rec = normalize_response(prompt, set_name, answer)
+    except (HarnessError, ValueError, TypeError, AttributeError) as exc:
+        # the engine's answer is data we did not write: any shape problem is that prompt's failure, not a traceback
+        msg = exc.one_line() if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        raise EngineResponseError(f"prompt {set_name}/{prompt.id}: malformed response: {msg}") from None
+    from harness.golden.store import validate_record
+
+    problem = validate_record(rec)
+    if problem:
+        raise EngineResponseError(f"prompt {set_name}/{prompt.id}: malformed response: {problem}")
+    return rec
+
+
+def _refused_everything(set_name: str, records: list[dict]) -> EngineResponseError | None:
+    errors = [r["error"] for r in records if r.get("error")]
+    if records and len(errors) == len(records):
+        e = errors[0]
+        return EngineResponseError(
+            f"set {set_name}: the engine refused every prompt ({len(errors)} of {len(records)}; first: HTTP {e['status']} "
+            f"{e.get('type')}: {str(e.get('message'))[:160]}); that is no golden recording, nothing written")
+    return None
+
+
+def reported_version(base_url: str, api_key: str | None = None, wall_s: float = 10.0) -> str | None:
+    """The engine's /version (vLLM), or None when it does not say."""
+    try:
+        with httpx.Client(base_url=base_url, headers=bearer(api_key), timeout=wall_s, trust_env=False) as client:
+            v = bounded_request(client, "GET", "/version", wall_s).json()
+    except (httpx.HTTPError, HarnessError):
+        return None
+    v = v.get("version") if isinstance(v, dict) else None
+    return v if isinstance(v, str) else None
 
 
 def record_sets(
@@ -158,14 +231,30 @@ def record_sets(
     with httpx.Client(base_url=base_url, headers=headers, timeout=timeout, trust_env=False) as client:
         for s in sets:
             t0 = time.perf_counter()
-            out[s.name] = [record_prompt(client, served_name, p, s.name) for p in s.prompts]
+            out[s.name] = [record_prompt(client, served_name, p, s.name, wall_s=timeout) for p in s.prompts]
             timing[s.name] = round(time.perf_counter() - t0, 3)
+            refused = _refused_everything(s.name, out[s.name])
+            if refused:
+                raise refused
     return out, timing
 
 
+def repo_relative(path: Any) -> str | None:
+    """`path` relative to the repository (posix), or None outside it: no machine's absolute path in a recording."""
+    from harness.manifest import REPO_ROOT
+
+    if not path:
+        return None
+    try:
+        return Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
 def build_meta(manifest: Any, sets: list[PromptSet], *, identity: dict | None, engine_version: str | None,
-               timing: dict[str, float], base_url: str) -> dict:
-    """Provenance of a recording: manifest pins, engine /version, lock hash or image digest, model, args, harness."""
+               timing: dict[str, float], base_url: str, hardware: dict | str | None = None) -> dict:
+    """Provenance of a recording: manifest pins, engine /version, lock hash or image digest, model, args, harness,
+    and the hardware (harness.hardware). URLs lose their userinfo, env values their secrets (harness.secrets)."""
     py, dk = manifest.runtime.python, manifest.runtime.docker
     runtime: dict[str, Any] = {}
     if py is not None:
@@ -176,19 +265,24 @@ def build_meta(manifest: Any, sets: list[PromptSet], *, identity: dict | None, e
                    "lock_sha256": file_sha256(lock) if lock and lock.is_file() else None}
     elif dk is not None:
         runtime = {"kind": "docker", "image": dk.image, "digest": dk.digest}
-    return {
+    ident = dict(identity or {})
+    if "base_url" in ident:
+        ident["base_url"] = redact_url(ident["base_url"])
+    meta = {
         "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version, "reported_version": engine_version},
-        "manifest": {"name": manifest.name, "path": str(manifest.path) if manifest.path else None,
-                     "sha256": manifest.file_sha256()},
+        "manifest": {"name": manifest.name, "path": repo_relative(manifest.path), "sha256": manifest.file_sha256()},
         "runtime": runtime,
         "model": {"source": manifest.model.source, "sha256": manifest.model.sha256,
                   "served_name": manifest.model.served_name},
-        "server": {"args": list(manifest.server.args), "env": dict(manifest.server.env)},
-        "identity": identity or {},
+        "server": {"args": list(manifest.server.args), "env": redact_env(manifest.server.env)},
+        "identity": ident,
         "harness_version": __version__,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "base_url": base_url,
+        "base_url": redact_url(base_url),
         "timing_s": timing,
         "sets": {s.name: {"prompt_file": s.path.name if s.path else None, "prompt_file_sha256": s.file_sha256,
                           "ids": s.ids()} for s in sets},
     }
+    if hardware is not None:
+        meta["hardware"] = hardware
+    return meta

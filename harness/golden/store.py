@@ -11,26 +11,34 @@ A request the engine refuses with a 4xx (other than 401/403/404/408/429) is reco
 `"choices": [], "error": {"status", "type", "message"}`; the diff compares it with the other side's answer.
 
 Volatile fields (`id`, `created`) are never stored; `system_fingerprint` is stored but never compared.
-Reading is strict: any unparsable or malformed line is a DataError naming the file and the line. Writing is atomic per
-file (harness.hashing) and refuses an existing recording unless `force`; nothing is written until every set is complete.
+Reading is strict and bounded (harness.readers: size, nesting, no FIFOs or devices): any unparsable or malformed line is
+a DataError naming the file and the line, and a set file is a plain name inside the recording directory. Writing is
+atomic per file (harness.outputs) and refuses an existing recording unless `force`; nothing is written until every set
+is complete.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataError, RefusedError
-from harness.hashing import atomic_write_text, file_sha256
+from harness.errors import DataError, OutputError, RefusedError
 from harness.manifest import REPO_ROOT
+from harness.outputs import atomic_write_bytes, atomic_write_text
+from harness.readers import MAX_DATA_BYTES, parse_json, read_bytes, read_json
 
-__all__ = ["FORMAT", "Recording", "default_recording_dir", "load_recording", "write_recording", "validate_record"]
+__all__ = ["FORMAT", "Recording", "default_recording_dir", "load_recording", "write_recording", "validate_record",
+           "existing_recording", "listed_files"]
 
 FORMAT = "harness-golden/1"
 GOLDEN_ROOT = REPO_ROOT / "golden"
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # set names and set file names: never a path
+MAX_META_BYTES = 16 << 20
 
 
 def default_recording_dir(manifest: Any, root: Path = GOLDEN_ROOT) -> Path:
@@ -57,7 +65,7 @@ class Recording:
 
 
 def _fail(path: Path, line: int | None, msg: str) -> DataError:
-    where = f"{path}:{line}" if line else str(path)
+    where = f"{path}: line {line}" if line else str(path)
     return DataError(f"{where}: {msg}")
 
 
@@ -73,8 +81,16 @@ def validate_record(rec: Any) -> str | None:
         if not isinstance(rec.get(k), typ):
             return f"field {k!r} missing or not a {typ.__name__}"
     err = rec.get("error")
-    if err is not None and not (isinstance(err, dict) and isinstance(err.get("status"), int)):
-        return "field 'error' must be an object with an integer 'status'"
+    if err is not None and not (isinstance(err, dict) and isinstance(err.get("status"), int)
+                                and all(isinstance(err.get(k), (str, type(None))) for k in ("type", "message"))):
+        return "field 'error' must be an object with an integer 'status' and string 'type'/'message'"
+    if not isinstance(rec.get("request", {}), dict) or not _is_num(rec.get("request", {}).get("temperature", 0) or 0):
+        return "field 'request' must be an object (with a numeric 'temperature' if any)"
+    keys = rec.get("response_keys", [])
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        return "field 'response_keys' must be a list of strings"
+    if not isinstance(rec.get("system_fingerprint"), (str, type(None))):
+        return "field 'system_fingerprint' must be a string or null"
     if err is None and not rec["choices"]:
         return "field 'choices' is empty and there is no 'error'"
     if rec["endpoint"] not in ("chat", "completions"):
@@ -85,6 +101,8 @@ def validate_record(rec: Any) -> str | None:
             return f"{w} must be an object"
         if not isinstance(ch.get("text"), str):
             return f"{w}.text missing or not a string"
+        if not isinstance(ch.get("finish_reason"), (str, type(None))):
+            return f"{w}.finish_reason must be a string or null"
         ids = ch.get("token_ids")
         if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
             return f"{w}.token_ids missing or not a list of integers"
@@ -105,75 +123,97 @@ def validate_record(rec: Any) -> str | None:
     return None
 
 
-def _load_meta(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _fail(path, None, "missing: not a golden recording directory (no meta.json)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(path, None, f"unreadable: {exc}") from None
-    try:
-        meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(path, exc.lineno, f"not valid JSON ({exc.msg}, column {exc.colno}); truncated or corrupt?") from None
+def _plain_file_name(name: Any) -> bool:
+    """A set file is a plain `*.jsonl` name inside the recording directory: no '/', no '..', no hidden file."""
+    return isinstance(name, str) and bool(PLAIN_NAME.match(name)) and ".." not in name and name.endswith(".jsonl")
+
+
+def _check_meta(path: Path, meta: Any) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise _fail(path, 1, f"not a {FORMAT} meta file (format={meta.get('format') if isinstance(meta, dict) else None!r})")
+        raise _fail(path, None, f"not a {FORMAT} meta file (format={meta.get('format') if isinstance(meta, dict) else None!r})")
     for k in ("engine", "model", "sets"):
         if not isinstance(meta.get(k), dict):
-            raise _fail(path, 1, f"field {k!r} missing or not an object")
+            raise _fail(path, None, f"field {k!r} missing or not an object")
     if not isinstance(meta["model"].get("sha256"), str):
-        raise _fail(path, 1, "field 'model.sha256' missing")
+        raise _fail(path, None, "field 'model.sha256' missing or not a string")
+    hw = meta.get("hardware")
+    if hw is not None and not isinstance(hw, (dict, str)):
+        raise _fail(path, None, "field 'hardware' must be an object or an 'unknown (...)' string")
+    for name, info in meta["sets"].items():
+        if not PLAIN_NAME.match(name):
+            raise _fail(path, None, f"sets: set name {name!r} is not a plain name")
+        if not isinstance(info, dict):
+            raise _fail(path, None, f"sets.{name} must be an object")
+        fname = info.get("file", f"{name}.jsonl")
+        if not _plain_file_name(fname):
+            raise _fail(path, None, f"sets.{name}.file {fname!r} must be a plain *.jsonl name inside the recording "
+                        "directory (no '/', no '..')")
+        if info.get("sha256") is not None and not isinstance(info["sha256"], str):
+            raise _fail(path, None, f"sets.{name}.sha256 must be a string")
     return meta
 
 
+def _load_meta(path: Path) -> dict:
+    if not path.exists() and not path.is_symlink():
+        raise _fail(path, None, "missing: not a golden recording directory (no meta.json)")
+    return _check_meta(path, read_json(path, "golden meta", max_bytes=MAX_META_BYTES, error=DataError))
+
+
+def _read_set_file(f: Path, set_name: str) -> bytes:
+    if f.is_symlink():
+        raise _fail(f, None, "is a symbolic link; set files must be plain files in the recording directory")
+    if not f.exists():
+        raise _fail(f, None, f"missing: meta.json lists set {set_name!r} but the file is not there")
+    return read_bytes(f, "golden set", max_bytes=MAX_DATA_BYTES, error=DataError)
+
+
+def _parse_set(f: Path, set_name: str, raw: bytes) -> dict[str, dict]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail(f, raw[: exc.start].count(b"\n") + 1, "not UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        # The writer always ends the file with a newline; a missing one means a cut-off write.
+        n = len(lines)
+        try:
+            json.loads(lines[-1])
+        except (ValueError, RecursionError):
+            raise _fail(f, n, "truncated: the last line is incomplete JSON") from None
+        raise _fail(f, n, "truncated: the file does not end with a newline")
+    records: dict[str, dict] = {}
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise _fail(f, n, "empty line")
+        # -Infinity is a real logprob (a completion's first token); NaN is refused by validate_record
+        obj = parse_json(line, f, "golden record", allow_nan=True, error=DataError, where=f"line {n}")
+        problem = validate_record(obj)
+        if problem:
+            raise _fail(f, n, problem)
+        if obj["set"] != set_name:
+            raise _fail(f, n, f"record belongs to set {obj['set']!r}, file is set {set_name!r}")
+        if obj["id"] in records:
+            raise _fail(f, n, f"duplicate prompt id {obj['id']!r}")
+        records[obj["id"]] = obj
+    return records
+
+
 def load_recording(directory: str | Path) -> Recording:
+    """Read and check a recording: every file through the bounded readers, set files confined to the directory."""
     d = Path(directory)
     if not d.is_dir():
         raise DataError(f"{d}: no such golden recording directory")
     meta = _load_meta(d / "meta.json")
     rec = Recording(path=d, meta=meta)
     for set_name, info in sorted(meta["sets"].items()):
-        fname = info.get("file", f"{set_name}.jsonl") if isinstance(info, dict) else f"{set_name}.jsonl"
-        f = d / fname
-        try:
-            raw = f.read_bytes()
-        except FileNotFoundError:
-            raise _fail(f, None, f"missing: meta.json lists set {set_name!r} but the file is not there") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[: exc.start].count(b"\n") + 1
-            raise _fail(f, line, "not UTF-8") from None
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        elif lines:
-            # The writer always ends the file with a newline; a missing one means a cut-off write.
-            n = len(lines)
-            try:
-                json.loads(lines[-1])
-            except json.JSONDecodeError:
-                raise _fail(f, n, "truncated: the last line is incomplete JSON") from None
-            raise _fail(f, n, "truncated: the file does not end with a newline")
-        records: dict[str, dict] = {}
-        for n, line in enumerate(lines, start=1):
-            if not line.strip():
-                raise _fail(f, n, "empty line")
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _fail(f, n, f"not valid JSON ({exc.msg}, column {exc.colno})") from None
-            problem = validate_record(obj)
-            if problem:
-                raise _fail(f, n, problem)
-            if obj["set"] != set_name:
-                raise _fail(f, n, f"record belongs to set {obj['set']!r}, file is set {set_name!r}")
-            if obj["id"] in records:
-                raise _fail(f, n, f"duplicate prompt id {obj['id']!r}")
-            records[obj["id"]] = obj
-        want = info.get("sha256") if isinstance(info, dict) else None
-        if want and want != file_sha256(f):
-            raise _fail(f, None, f"content does not match meta.json (sha256 {file_sha256(f)[:12]}…, meta says {want[:12]}…)")
+        f = d / info.get("file", f"{set_name}.jsonl")
+        raw = _read_set_file(f, set_name)
+        records = _parse_set(f, set_name, raw)
+        want, got = info.get("sha256"), hashlib.sha256(raw).hexdigest()
+        if want and want != got:
+            raise _fail(f, None, f"content does not match meta.json (sha256 {got[:12]}…, meta says {want[:12]}…)")
         rec.sets[set_name] = records
     return rec
 
@@ -182,32 +222,62 @@ def _jsonl(records: list[dict]) -> str:
     return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
 
 
+def listed_files(directory: Path) -> list[str]:
+    """The set files an existing meta.json in `directory` lists (plain names only); [] when it cannot be read."""
+    try:
+        meta = _load_meta(directory / "meta.json")
+    except DataError:
+        return []
+    return sorted(info.get("file", f"{name}.jsonl") for name, info in meta["sets"].items())
+
+
+def existing_recording(directory: str | Path, set_names: list[str] | None = None) -> str | None:
+    """What in `directory` a new recording (of `set_names`; every set when None) would replace, said as it is;
+    None when nothing would be replaced."""
+    d = Path(directory)
+    if not d.is_dir():
+        return None
+    names = sorted(p.name for p in d.iterdir())
+    if "meta.json" in names:
+        listed = [n for n in listed_files(d) if n in names]
+        return "a recording is already there (" + ", ".join(["meta.json"] + listed) + ")"
+    ours = [f"{s}.jsonl" for s in set_names] if set_names is not None else [n for n in names if n.endswith(".jsonl")]
+    clash = [n for n in ours if n in names]
+    if clash:
+        return f"no meta.json, but it holds {', '.join(clash)}, which this recording would replace"
+    return None
+
+
 def write_recording(directory: str | Path, meta: dict, sets: dict[str, list[dict]], *, force: bool = False) -> Path:
     """Write every set file, then meta.json (with each file's sha256), each atomically. Refuses to replace an
-    existing recording (any meta.json or *.jsonl in the directory) unless force."""
+    existing recording (a meta.json, or a set file it would write) unless force. With force it removes only the
+    set files the old meta.json listed that the new recording no longer has: never a file it did not write."""
     d = Path(directory)
     if d.exists() and not d.is_dir():
-        raise RefusedError(f"{d}: exists and is not a directory")
-    if d.is_dir() and not force:
-        existing = sorted(p.name for p in d.iterdir() if p.name == "meta.json" or p.suffix == ".jsonl")
-        if existing:
-            raise RefusedError(f"{d}: a recording is already there ({', '.join(existing)}); pass --force to replace it")
+        raise OutputError(f"{d}: exists and is not a directory")
+    for name in sets:
+        if not PLAIN_NAME.match(name):
+            raise DataError(f"refusing to write set {name!r}: not a plain name")
+    there = existing_recording(d, list(sets))
+    if there and not force:
+        raise RefusedError(f"{d}: {there}; pass --force to replace it")
     for name, recs in sets.items():
         for r in recs:
             problem = validate_record(r)
             if problem:
                 raise DataError(f"refusing to write set {name!r}, prompt {r.get('id')!r}: {problem}")
+    old_files = listed_files(d) if d.is_dir() else []
     meta = dict(meta, format=FORMAT)
     meta_sets = {}
     for name, recs in sorted(sets.items()):
-        text = _jsonl(recs)
-        atomic_write_text(d / f"{name}.jsonl", text)
+        data = _jsonl(recs).encode()
+        atomic_write_bytes(d / f"{name}.jsonl", data)
         meta_sets[name] = dict(meta.get("sets", {}).get(name, {}), file=f"{name}.jsonl", prompts=len(recs),
-                               sha256=file_sha256(d / f"{name}.jsonl"))
+                               sha256=hashlib.sha256(data).hexdigest())
     meta["sets"] = meta_sets
-    if force:  # a forced re-record replaces the whole recording: drop set files that are no longer listed
-        for p in d.glob("*.jsonl"):
-            if p.stem not in meta_sets:
-                p.unlink()
     atomic_write_text(d / "meta.json", json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    written = {info["file"] for info in meta_sets.values()}
+    for name in old_files:  # the old recording's sets that the new one no longer has
+        if name not in written and (d / name).is_file() and not (d / name).is_symlink():
+            (d / name).unlink()
     return d

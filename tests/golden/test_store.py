@@ -50,7 +50,7 @@ def test_truncated_file_names_file_and_line(tmp_path):
     f = d / "chat.jsonl"
     data = f.read_bytes()
     f.write_bytes(data[: len(data) - 40])  # cut inside line 3
-    with pytest.raises(DataError, match=r"chat\.jsonl:3: truncated"):
+    with pytest.raises(DataError, match=r"chat\.jsonl: line 3: truncated"):
         load_recording(d)
 
 
@@ -61,7 +61,7 @@ def test_corrupt_line_names_file_and_line(tmp_path):
     lines = f.read_text().splitlines(keepends=True)
     lines[1] = lines[1].replace('"token_ids":[', '"token_ids":[[', 1)
     f.write_text("".join(lines))
-    with pytest.raises(DataError, match=r"chat\.jsonl:2: "):
+    with pytest.raises(DataError, match=r"chat\.jsonl: line 2: "):
         load_recording(d)
 
 
@@ -74,7 +74,7 @@ def test_malformed_record_field_named(tmp_path):
     obj["choices"][0]["logprobs"][1] = [1, "x", []]
     lines[2] = json.dumps(obj) + "\n"
     f.write_text("".join(lines))
-    with pytest.raises(DataError, match=r"chat\.jsonl:3: choices\[0\]\.logprobs\[1\]"):
+    with pytest.raises(DataError, match=r"chat\.jsonl: line 3: choices\[0\]\.logprobs\[1\]"):
         load_recording(d)
 
 
@@ -90,7 +90,7 @@ def test_corrupt_meta_names_line(tmp_path):
     d = _rec(tmp_path)
     text = (d / "meta.json").read_text()
     (d / "meta.json").write_text(text[: len(text) // 2])
-    with pytest.raises(DataError, match=r"meta\.json:\d+: not valid JSON"):
+    with pytest.raises(DataError, match=r"meta\.json: line \d+: not valid JSON"):
         load_recording(d)
 
 
@@ -111,7 +111,7 @@ def test_corrupt_file_is_not_overwritten_by_diff(tmp_path, capsys):
     write(good, {"chat": [record("p0", [choice(TOKS)])]})
     assert main(["golden", "diff", str(good), str(d)]) == 2
     err = capsys.readouterr().err
-    assert "chat.jsonl:3" in err and "truncated" in err
+    assert "chat.jsonl: line 3" in err and "truncated" in err
     assert _snapshot(d) == before
 
 

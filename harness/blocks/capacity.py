@@ -9,17 +9,19 @@ num_blocks                  = kv_bytes // page_size_bytes // num_layers      (un
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 
+from harness.blocks import limits
 from harness.errors import DataError, UsageError
+from harness.readers import MAX_INPUT_BYTES, read_json
 
 __all__ = [
     "DTYPE_BYTES", "ModelShape", "Capacity", "model_shape", "resolve_model_dtype", "kv_dtype_bytes",
-    "plan", "parse_bytes", "read_model_config", "max_concurrency",
+    "plan", "parse_bytes", "read_model_config", "load_shape", "max_concurrency",
 ]
 
 DTYPE_BYTES = {
@@ -37,18 +39,45 @@ class ModelShape:
     checkpoint_dtype: str
 
 
-def model_shape(config: Mapping) -> ModelShape:
-    """Layers, KV heads and head size from a HF ``config.json`` (text config of multimodal models too)."""
+def _shape_int(cfg: Mapping, key: str, hi: int, source: object) -> int:
+    v = cfg[key]
+    if type(v) is not int or not 1 <= v <= hi:
+        raise DataError(f"{source}: {key}: must be an integer between 1 and {hi}, got {_shown(v)}")
+    return v
+
+
+def _shown(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def model_shape(config: Mapping, source: object = "config.json") -> ModelShape:
+    """Layers, KV heads and head size from a HF ``config.json`` (text config of multimodal models too).
+    Every figure must be a positive integer in range: a negative or zero one would print negative capacities."""
+    if not isinstance(config, Mapping):
+        raise DataError(f"{source}: (top level): a model config is a JSON object")
     cfg = config.get("text_config") or config
+    if not isinstance(cfg, Mapping):
+        raise DataError(f"{source}: text_config: must be a JSON object")
     try:
-        layers = int(cfg["num_hidden_layers"])
-        heads = int(cfg["num_attention_heads"])
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        head = cfg.get("head_dim") or int(cfg["hidden_size"]) // heads
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise DataError(f"config.json lacks a usable attention shape: {exc!r}") from None
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or "float32")
-    return ModelShape(layers, kv_heads, int(head), dtype.replace("torch.", ""))
+        layers = _shape_int(cfg, "num_hidden_layers", limits.MAX_LAYERS, source)
+        heads = _shape_int(cfg, "num_attention_heads", limits.MAX_HEADS, source)
+        kv_heads = _shape_int(cfg, "num_key_value_heads", limits.MAX_HEADS, source) \
+            if cfg.get("num_key_value_heads") is not None else heads
+        if cfg.get("head_dim") is not None:
+            head = _shape_int(cfg, "head_dim", limits.MAX_HEAD_SIZE, source)
+        else:
+            hidden = _shape_int(cfg, "hidden_size", limits.MAX_HEADS * limits.MAX_HEAD_SIZE, source)
+            head = hidden // heads
+            if not 1 <= head <= limits.MAX_HEAD_SIZE:
+                raise DataError(f"{source}: hidden_size: {hidden} / {heads} heads gives head size {head}, "
+                                f"outside 1..{limits.MAX_HEAD_SIZE}")
+    except KeyError as exc:
+        raise DataError(f"{source}: {exc.args[0]}: missing; config.json lacks a usable attention shape") from None
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or "float32"
+    if not isinstance(dtype, str) or len(dtype) > 64:
+        raise DataError(f"{source}: torch_dtype: must be a dtype name, got {_shown(dtype)}")
+    return ModelShape(layers, kv_heads, head, dtype.replace("torch.", ""))
 
 
 def resolve_model_dtype(requested: str, checkpoint_dtype: str, platform: str = "cpu") -> str:
@@ -66,7 +95,7 @@ def resolve_model_dtype(requested: str, checkpoint_dtype: str, platform: str = "
         return "float16"
     if req == "bfloat16":
         return req
-    raise UsageError(f"unknown --dtype {requested!r} (auto, float32, bfloat16, float16)")
+    raise UsageError(f"unknown --dtype {_shown(requested)} (auto, float32, bfloat16, float16)")
 
 
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
@@ -75,7 +104,10 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     try:
         return DTYPE_BYTES[name]
     except KeyError:
-        raise UsageError(f"unknown KV cache dtype {kv_cache_dtype!r}") from None
+        if kv == "auto":
+            raise UsageError(f"model dtype {_shown(name)} (from --dtype or config.json torch_dtype) has no known size; "
+                             "pass --dtype or --kv-cache-dtype") from None
+        raise UsageError(f"unknown KV cache dtype {_shown(kv_cache_dtype)}") from None
 
 
 @dataclass(frozen=True)
@@ -111,6 +143,8 @@ def plan(
 ) -> Capacity:
     if kv_bytes < 0 or block_size < 1 or tensor_parallel_size < 1:
         raise UsageError("KV bytes must be >= 0, block size and TP size >= 1")
+    if min(shape.num_layers, shape.num_kv_heads, shape.head_size) < 1:
+        raise UsageError(f"layers, KV heads and head size must be >= 1, got {shape}")
     model_dtype = resolve_model_dtype(dtype, shape.checkpoint_dtype, platform)
     size = kv_dtype_bytes(kv_cache_dtype, model_dtype)
     kv_heads = max(1, shape.num_kv_heads // tensor_parallel_size)
@@ -152,21 +186,29 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 
 
-def parse_bytes(text: str) -> int:
-    """'1073741824', '1GiB', '4 GiB', '512MiB'."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+def parse_bytes(text: str, what: str = "--kv-bytes") -> int:
+    """'1073741824', '1GiB', '4 GiB', '512MiB', '1.5GiB'; at most MAX_KV_BYTES."""
+    m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([A-Za-z]{0,3})\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise UsageError(f"not a byte size: {text!r} (e.g. 1073741824, 1GiB, 512MiB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        raise UsageError(f"{what}: not a byte size: {_shown(text)} (e.g. 1073741824, 1GiB, 512MiB)")
+    n = int(Decimal(m.group(1)) * _UNITS[m.group(2).lower()])  # exact: no float rounding of large sizes
+    if n > limits.MAX_KV_BYTES:
+        raise UsageError(f"{what}: {_shown(text)} is over the limit of {limits.MAX_KV_BYTES} bytes (1 PiB)")
+    return n
+
+
+def _config_path(model_dir: str | Path) -> Path:
+    path = Path(model_dir)
+    return path / "config.json" if path.is_dir() else path
 
 
 def read_model_config(model_dir: str | Path) -> dict:
-    path = Path(model_dir)
-    if path.is_dir():
-        path = path / "config.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"no config.json at {path}") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: unreadable config.json: {exc}") from None
+    """The model's config.json (a directory or the file itself), through the bounded JSON reader.
+    NaN is allowed in the file (HF writes it for some unused fields); the shape fields are checked by model_shape."""
+    return read_json(_config_path(model_dir), "model config", max_bytes=MAX_INPUT_BYTES, allow_nan=True,
+                     error=DataError)
+
+
+def load_shape(model_dir: str | Path) -> ModelShape:
+    """read_model_config + model_shape, with errors naming the config file."""
+    return model_shape(read_model_config(model_dir), _config_path(model_dir))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from harness.blocks import limits as L
+from harness.blocks.limits import int_in
 from harness.errors import UsageError
 
 __all__ = ["register"]
@@ -17,7 +20,7 @@ def _emit(obj) -> None:
 def _capacity(args) -> int:
     from harness.blocks import capacity as c
 
-    shape = c.model_shape(c.read_model_config(args.model))
+    shape = c.load_shape(args.model)
     cap = c.plan(shape, c.parse_bytes(args.kv_bytes), args.block_size, dtype=args.dtype,
                  kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=args.tensor_parallel_size,
                  num_gpu_blocks_override=args.num_gpu_blocks_override)
@@ -64,53 +67,56 @@ def _crosscheck(args) -> int:
     verdicts = live.crosscheck(args.url, args.model, served_name=args.served_name, dtype=args.dtype,
                                kv_bytes=args.kv_bytes, checks=args.check or None)
     _emit([v.to_dict() for v in verdicts])
-    return 0 if all(v.agree for v in verdicts if v.agree is not None) else 1
+    ran = [v for v in verdicts if v.agree is not None]
+    if not ran:  # no observation is not a pass
+        print("harness: no check could be run (see each explanation)", file=sys.stderr)
+        return 1
+    return 0 if all(v.agree for v in ran) else 1
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {n}")
-    return n
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad flag value is one line on stderr naming the flag, exit 2, like every other harness error."""
+
+    def error(self, message: str):
+        self.exit(2, f"harness: error: {self.prog.removeprefix('harness ')}: {message} (see --help)\n")
 
 
 def register(sub) -> None:
     p = sub.add_parser("blocks", help="PagedAttention block math: capacity, waste, simulation, live check")
-    bsub = p.add_subparsers(dest="blocks_command", metavar="SUBCOMMAND")
+    bsub = p.add_subparsers(dest="blocks_command", metavar="SUBCOMMAND", parser_class=_OneLineParser)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     c = bsub.add_parser("capacity", help="KV blocks/tokens for a model config (vLLM 0.11.0 formula)")
     c.add_argument("--model", required=True, help="model directory (or its config.json)")
     c.add_argument("--kv-bytes", required=True, help="KV memory: bytes or 1GiB / 512MiB")
-    c.add_argument("--block-size", type=_positive, required=True)
+    c.add_argument("--block-size", type=int_in(1, L.MAX_BLOCK_SIZE), required=True)
     c.add_argument("--dtype", default="auto", help="engine --dtype (auto: float32 checkpoints -> bfloat16 on CPU)")
     c.add_argument("--kv-cache-dtype", default="auto", help="auto (= model dtype) or fp8")
-    c.add_argument("--tensor-parallel-size", type=_positive, default=1)
-    c.add_argument("--num-gpu-blocks-override", type=_positive)
-    c.add_argument("--max-model-len", type=_positive, help="adds max concurrency at this length")
-    c.add_argument("--length", type=_positive, action="append", help="request length (repeatable)")
+    c.add_argument("--tensor-parallel-size", type=int_in(1, L.MAX_TP), default=1)
+    c.add_argument("--num-gpu-blocks-override", type=int_in(1, L.MAX_BLOCKS))
+    c.add_argument("--max-model-len", type=int_in(1, L.MAX_LENGTH), help="adds max concurrency at this length")
+    c.add_argument("--length", type=int_in(1, L.MAX_LENGTH), action="append", help="request length (repeatable)")
     c.set_defaults(func=_capacity)
 
     w = bsub.add_parser("waste", help="rounding waste and utilisation for uniform lengths min..max")
-    w.add_argument("--min", type=_positive, required=True)
-    w.add_argument("--max", type=_positive, required=True)
-    w.add_argument("--block-size", type=_positive, required=True)
-    w.add_argument("--reserve", type=_positive, action="append", help="max-length reservation to compare")
-    w.add_argument("--sample", type=int, default=0, help="random sample size for the sample aggregate")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--min", type=int_in(1, L.MAX_WASTE_LENGTH), required=True)
+    w.add_argument("--max", type=int_in(1, L.MAX_WASTE_LENGTH), required=True,
+                   help=f"longest length (at most {L.MAX_WASTE_LENGTH}: every length min..max is enumerated)")
+    w.add_argument("--block-size", type=int_in(1, L.MAX_BLOCK_SIZE), required=True)
+    w.add_argument("--reserve", type=int_in(1, L.MAX_LENGTH), action="append", help="max-length reservation to compare")
+    w.add_argument("--sample", type=int_in(0, L.MAX_SAMPLE), default=0,
+                   help=f"random sample size for the sample aggregate (0: exhaustive; at most {L.MAX_SAMPLE})")
+    w.add_argument("--seed", type=int_in(0, L.MAX_SEED), default=0)
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=_waste)
 
     s = bsub.add_parser("simulate", help="replay a scenario (loadtests/*.yaml, or the simulator's own format with an "
                                          "engine section) through a continuous-batching scheduler")
     s.add_argument("scenario")
-    s.add_argument("--num-blocks", type=_positive, help="override the scenario's engine.num_blocks")
-    s.add_argument("--block-size", type=_positive)
-    s.add_argument("--max-num-seqs", type=_positive)
-    s.add_argument("--max-num-batched-tokens", type=_positive)
+    s.add_argument("--num-blocks", type=int_in(2, L.MAX_SIM_BLOCKS), help="override the scenario's engine.num_blocks")
+    s.add_argument("--block-size", type=int_in(1, L.MAX_BLOCK_SIZE))
+    s.add_argument("--max-num-seqs", type=int_in(1, L.MAX_REQUESTS))
+    s.add_argument("--max-num-batched-tokens", type=int_in(1, L.MAX_SIM_TOKENS))
     s.add_argument("--timeline", action="store_true", help="include the per-step timeline")
     s.set_defaults(func=_simulate)
 

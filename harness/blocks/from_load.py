@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.blocks.limits import MAX_SIM_TOKENS
 from harness.blocks.scenario import EngineSettings, Lengths, SimRequestSpec, SimScenario
+from harness.errors import ManifestError
 
 __all__ = ["is_load_scenario", "from_load_scenario", "DEFAULT_ENGINE"]
 
@@ -35,14 +37,38 @@ def _prompt_ids(text: str, endpoint: str) -> tuple[int, ...]:
     return (BOS_ID, *text.encode())
 
 
-def from_load_scenario(path: str | Path) -> tuple[SimScenario, list[SimRequestSpec]]:
-    from harness.load.scenario import load_scenario, plan
+def _longest_units(lengths, listed) -> int:
+    if lengths.kind == "fixed":
+        return lengths.value
+    if lengths.kind == "uniform":
+        return lengths.max
+    return max(listed or (0,))
 
-    sc = load_scenario(path)
-    specs = [
-        SimRequestSpec(f"req-{p.index}", p.offset_s or 0.0, _prompt_ids(p.prompt, sc.endpoint), p.max_tokens)
-        for p in plan(sc)
-    ]
+
+def _check_size(sc) -> None:
+    """Refuse before planning: plan() builds every prompt text at once, and a unit is at least one token."""
+    n = sc.bounds.max_requests
+    units = n * (_longest_units(sc.prompt_tokens, sc.prompt_lengths_list)
+                 + _longest_units(sc.output_tokens, sc.output_lengths_list))
+    if units > MAX_SIM_TOKENS:
+        raise ManifestError(sc.source or "<scenario>", "bounds.max_requests",
+                            f"{n} requests x (longest prompt + longest output) = at least {units} tokens, over the "
+                            f"simulator's limit of {MAX_SIM_TOKENS}")
+
+
+def from_load_scenario(path: str | Path, doc: dict | None = None) -> tuple[SimScenario, list[SimRequestSpec]]:
+    """`doc`: the file's YAML already read (by scenario.load_any), so it is read once."""
+    from harness.load.scenario import load_scenario, parse_scenario, plan
+
+    sc = load_scenario(path) if doc is None else parse_scenario(doc, path)
+    _check_size(sc)
+    planned = plan(sc)
+    total = sum(len(p.prompt) + p.max_tokens for p in planned)  # prompt text is ASCII: one byte-level token a char
+    if total > MAX_SIM_TOKENS:  # word prompts are several tokens a word
+        raise ManifestError(path, "prompt_tokens", f"the planned requests hold {total} tokens, over the simulator's "
+                                                   f"limit of {MAX_SIM_TOKENS}")
+    specs = [SimRequestSpec(f"req-{p.index}", p.offset_s or 0.0, _prompt_ids(p.prompt, sc.endpoint), p.max_tokens)
+             for p in planned]
     engine = DEFAULT_ENGINE
     if sc.arrival.kind == "concurrency":
         engine = EngineSettings(**{**engine.__dict__, "max_num_seqs": min(engine.max_num_seqs, sc.arrival.concurrency)})

@@ -22,7 +22,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from urllib.parse import urlparse
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,15 +30,14 @@ from harness.blocks import capacity as cap_mod
 from harness.blocks.prefix import CacheRequest, KVCacheManager
 from harness.blocks.scenario import EngineSettings, Lengths, SimScenario
 from harness.blocks.simulate import run as simulate
-from harness.errors import RefusedError
+from harness.errors import DataError, HarnessError
+from harness.net import loopback_url
+from harness.readers import parse_json
 
 __all__ = [
     "Verdict", "Metrics", "scrape", "cache_config", "check_num_blocks", "check_usage_single_stream",
     "check_prefix_hits", "check_preemptions", "predict_prefix_hits", "crosscheck",
 ]
-
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
 
 @dataclass
 class Verdict:
@@ -75,17 +73,31 @@ class Metrics:
         return dict(rows[0][0]) if rows else {}
 
 
-def _check_url(base_url: str) -> str:
-    host = urlparse(base_url).hostname
-    if host not in LOOPBACK:
-        raise RefusedError(f"refusing non-loopback engine URL {base_url!r}")
-    return base_url.rstrip("/")
+MAX_BODY_BYTES = 16 << 20  # /metrics of one engine is tens of KB; a completion of a few hundred tokens less
+
+
+def _fetch(client: httpx.Client, method: str, url: str, *, json: object = None, timeout: float = 30.0) -> bytes:
+    """A whole response body, bounded in bytes and in wall time: an endless or dripping answer ends the check
+    (per-read timeouts alone would let a server that sends a byte a second hold it forever)."""
+    end = time.monotonic() + timeout
+    body = bytearray()
+    with client.stream(method, url, json=json, timeout=timeout) as r:
+        r.raise_for_status()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise ValueError(f"{url}: response is over {MAX_BODY_BYTES} bytes")
+            if time.monotonic() > end:
+                raise httpx.ReadTimeout(f"{url}: response took over {timeout:g} s", request=r.request)
+    return bytes(body)
+
+
+def _fetch_json(client: httpx.Client, method: str, url: str, **kw) -> object:
+    return parse_json(_fetch(client, method, url, **kw).decode("utf-8", "replace"), url, "response", error=DataError)
 
 
 def scrape(client: httpx.Client, base_url: str) -> Metrics:
-    r = client.get(f"{base_url}/metrics")
-    r.raise_for_status()
-    return Metrics(r.text)
+    return Metrics(_fetch(client, "GET", f"{base_url}/metrics").decode("utf-8", "replace"))
 
 
 def cache_config(m: Metrics) -> dict:
@@ -107,7 +119,7 @@ def check_num_blocks(client: httpx.Client, base_url: str, model_dir, *, dtype: s
     if space is None or block_size is None:
         return Verdict("num_blocks", None, measured=measured,
                        explanation="engine did not report cpu_kvcache_space_bytes/block_size; pass --kv-bytes")
-    shape = cap_mod.model_shape(cap_mod.read_model_config(model_dir))
+    shape = cap_mod.load_shape(model_dir)
     plan = cap_mod.plan(shape, space, block_size, dtype=dtype, kv_cache_dtype=cc.get("cache_dtype", "auto"),
                         num_gpu_blocks_override=_opt_int(cc.get("num_gpu_blocks_override")))
     agree = plan.num_blocks == measured
@@ -125,15 +137,13 @@ def _tokens(rng: random.Random, n: int) -> list[int]:
 
 
 def _complete(client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
-    r = client.post(f"{base_url}/v1/completions", json={
+    return _fetch_json(client, "POST", f"{base_url}/v1/completions", json={
         "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
         "ignore_eos": True}, timeout=300)
-    r.raise_for_status()
-    return r.json()
 
 
 def _served_name(client: httpx.Client, base_url: str, name: str | None) -> tuple[str, int | None]:
-    data = client.get(f"{base_url}/v1/models").json()["data"]
+    data = _fetch_json(client, "GET", f"{base_url}/v1/models")["data"]
     entry = next((d for d in data if d["id"] == name), data[0]) if data else {}
     return (name or entry.get("id", "")), entry.get("max_model_len")
 
@@ -225,9 +235,12 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
                 "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                 "ignore_eos": True, "stream": True}, timeout=300) as r:
             r.raise_for_status()
+            end = time.monotonic() + 300
             for line in r.iter_lines():
                 if line.startswith("data: ") and line != "data: [DONE]":
                     received[0] += 1
+                if received[0] > max_tokens + 16 or time.monotonic() > end:  # an endless stream is not an answer
+                    raise ValueError(f"the stream did not end after {received[0]} chunks")
     finally:
         done.set()
         t.join()
@@ -337,8 +350,9 @@ def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str |
 
 def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtype: str = "auto",
                kv_bytes: str | int | None = None, checks: Sequence[str] | None = None) -> list[Verdict]:
-    base_url = _check_url(base_url)
+    base_url = loopback_url(base_url, what="--url")  # the one loopback rule, on the parsed address, before any socket
     kvb = cap_mod.parse_bytes(kv_bytes) if isinstance(kv_bytes, str) else kv_bytes
+    cap_mod.load_shape(model_dir)  # a bad --model is the user's error (exit 2), found before any request
     wanted = list(checks or ("num_blocks", "usage", "prefix_hits", "preemptions"))
     out: list[Verdict] = []
     with httpx.Client(timeout=30, trust_env=False) as client:
@@ -354,4 +368,9 @@ def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtyp
                     out.append(check_preemptions(client, base_url, served_name=served_name))
             except httpx.HTTPError as exc:
                 out.append(Verdict(name, None, explanation=f"could not run: {type(exc).__name__}: {exc}"))
+            except (HarnessError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+                # what the server sent did not make sense (garbage /metrics, a block size of 0, a non-list
+                # /v1/models): a check that could not be run, not a crash
+                out.append(Verdict(name, None, explanation=f"could not run: the server's answer is unusable: "
+                                                           f"{type(exc).__name__}: {str(exc)[:200]}"))
     return out

@@ -5,7 +5,7 @@ Accepted YAML (a subset of the load-test scenario format, plus an ``engine`` sec
     name: shared-prefix-burst
     seed: 0
     requests: 40                 # or bounds.max_requests, as in loadtests/*.yaml
-    arrival: {kind: constant, rate: 20}        # req/s; omit rate (or rate: .inf) for "all at t=0"
+    arrival: {kind: constant, rate: 20}        # req/s; omit rate for "all at t=0"
     prompt_tokens: {kind: uniform, min: 100, max: 300}   # or {kind: fixed, value: 200}
     output_tokens: {kind: fixed, value: 64}
     shared_prefix: {share: 0.5, tokens: 256}   # that fraction of requests starts with the same tokens
@@ -16,19 +16,21 @@ Load-test keys the simulator has no use for (``bounds.max_duration_s``, ``slo``,
 ``endpoint``, ``model``, ``prompt_unit``, ``ignore_eos``, ``description``) are ignored, so a load-test scenario
 with constant arrival and fixed/uniform lengths replays as is. Lengths count *tokens of the prompt as the
 engine sees it* (a chat template adds tokens; the simulator does not model templates).
-Pure except :func:`load`.
+Every number is typed and bounded (``harness.blocks.limits``). Pure except :func:`load` / :func:`load_any`.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
+from harness.blocks import limits as L
 from harness.errors import ManifestError
+from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "load_any", "parse", "expand"]
 
@@ -79,64 +81,130 @@ class SimRequestSpec:
     max_tokens: int
 
 
-def _lengths(doc: dict, key: str, path: str) -> Lengths:
-    d = doc.get(key)
-    if not isinstance(d, dict):
-        raise ManifestError(path, key, "required mapping {kind: fixed|uniform, ...}")
-    kind = d.get("kind")
-    if kind == "fixed" and isinstance(d.get("value"), int) and d["value"] > 0:
-        return Lengths("fixed", value=d["value"])
-    if kind == "uniform" and all(isinstance(d.get(k), int) for k in ("min", "max")) and 0 < d["min"] <= d["max"]:
-        return Lengths("uniform", min=d["min"], max=d["max"])
-    raise ManifestError(path, key, "need {kind: fixed, value: N>0} or {kind: uniform, min: A, max: B}, 0<A<=B")
+# ---------------------------------------------------------------- the YAML schema (validation only)
+# Every number has a type and a range (see harness.blocks.limits): `num_blocks: 2.5`, `requests: 1e9`, a NaN or a zero
+# step time is one ManifestError naming the field, not a crash or a simulation that never ends.
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Open(BaseModel):
+    """Load-test sections: keys the simulator has no use for are ignored (see the module docstring)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+_Length = Annotated[StrictInt, Field(ge=1, le=L.MAX_SIM_TOKENS)]
+_Rate = Annotated[StrictFloat, Field(ge=L.MIN_RATE, le=L.MAX_RATE, allow_inf_nan=False)]
+
+
+class _LengthsDoc(_Closed):
+    kind: Literal["fixed", "uniform"]
+    value: _Length | None = None
+    min: _Length | None = None
+    max: _Length | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> "_LengthsDoc":
+        if self.kind == "fixed" and (self.value is None or self.min is not None or self.max is not None):
+            raise ValueError("need {kind: fixed, value: N>0}")
+        if self.kind == "uniform" and (self.min is None or self.max is None or self.value is not None
+                                       or self.min > self.max):
+            raise ValueError("need {kind: uniform, min: A, max: B}, 0<A<=B")
+        return self
+
+    def lengths(self) -> Lengths:
+        return Lengths(self.kind, value=self.value, min=self.min, max=self.max)
+
+    @property
+    def longest(self) -> int:
+        return self.value if self.kind == "fixed" else self.max  # type: ignore[return-value]
+
+
+class _ArrivalDoc(_Open):
+    kind: str = "constant"
+    rate: _Rate | None = None  # None: every request at t=0
+
+    @field_validator("kind")
+    @classmethod
+    def _constant(cls, v: str) -> str:
+        if v != "constant":
+            raise ValueError("the simulator replays only constant-rate arrival")
+        return v
+
+
+class _SharedPrefixDoc(_Closed):
+    share: Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
+    tokens: Annotated[StrictInt, Field(ge=0, le=L.MAX_SIM_TOKENS)] = 0
+
+
+class _EngineDoc(_Closed):
+    num_blocks: Annotated[StrictInt, Field(ge=2, le=L.MAX_SIM_BLOCKS)] | None = None
+    block_size: Annotated[StrictInt, Field(ge=1, le=L.MAX_BLOCK_SIZE)] | None = None
+    max_model_len: Annotated[StrictInt, Field(ge=1, le=L.MAX_LENGTH)] | None = None
+    max_num_seqs: Annotated[StrictInt, Field(ge=1, le=L.MAX_REQUESTS)] | None = None
+    max_num_batched_tokens: Annotated[StrictInt, Field(ge=1, le=L.MAX_SIM_TOKENS)] | None = None
+    enable_prefix_caching: StrictBool | None = None
+    step_time_s: Annotated[StrictFloat, Field(ge=L.MIN_STEP_S, le=L.MAX_STEP_S, allow_inf_nan=False)] | None = None
+    long_prefill_token_threshold: Annotated[StrictInt, Field(ge=0, le=L.MAX_SIM_TOKENS)] | None = None
+
+    def settings(self) -> EngineSettings:
+        return EngineSettings(**self.model_dump(exclude_none=True))
+
+
+class _BoundsDoc(_Open):
+    max_requests: Annotated[StrictInt, Field(ge=1, le=L.MAX_REQUESTS)] | None = None
+
+
+class _ScenarioDoc(_Open):
+    name: Annotated[str, Field(max_length=200)] | None = None
+    seed: Annotated[StrictInt, Field(ge=-L.MAX_SEED, le=L.MAX_SEED)] = 0
+    requests: Annotated[StrictInt, Field(ge=1, le=L.MAX_REQUESTS)] | None = None
+    bounds: _BoundsDoc | None = None
+    arrival: _ArrivalDoc | None = None
+    prompt_tokens: _LengthsDoc
+    output_tokens: _LengthsDoc
+    shared_prefix: _SharedPrefixDoc | None = None
+    engine: _EngineDoc | None = None
+
+    @model_validator(mode="after")
+    def _sized(self) -> "_ScenarioDoc":
+        n = self.count
+        if n is None:
+            raise ValueError("requests: a positive integer (or bounds.max_requests) is required")
+        # expand() holds every prompt's token ids before the clock starts; outputs grow them during the run
+        total = n * (self.prompt_tokens.longest + self.output_tokens.longest)
+        if total > L.MAX_SIM_TOKENS:
+            raise ValueError(f"requests x (longest prompt + longest output) = {total} tokens, over the simulator's "
+                             f"limit of {L.MAX_SIM_TOKENS}")
+        return self
+
+    @property
+    def count(self) -> int | None:
+        return self.requests if self.requests is not None else (self.bounds.max_requests if self.bounds else None)
 
 
 def parse(doc: object, path: str = "<scenario>") -> SimScenario:
     if not isinstance(doc, dict):
-        raise ManifestError(path, "<root>", "a scenario is a YAML mapping")
-    n = doc.get("requests", (doc.get("bounds") or {}).get("max_requests"))
-    if not isinstance(n, int) or n < 1:
-        raise ManifestError(path, "requests", "a positive integer (or bounds.max_requests) is required")
-    arrival = doc.get("arrival") or {"kind": "constant"}
-    if not isinstance(arrival, dict) or arrival.get("kind", "constant") != "constant":
-        raise ManifestError(path, "arrival.kind", "the simulator replays only constant-rate arrival")
-    rate = arrival.get("rate")
-    if rate is not None and (not isinstance(rate, (int, float)) or rate <= 0):
-        raise ManifestError(path, "arrival.rate", "a positive number (req/s)")
-    if rate is not None and math.isinf(rate):
-        rate = None
-    sp = doc.get("shared_prefix") or {}
-    share, tokens = sp.get("share", 0.0), sp.get("tokens", 0)
-    if not isinstance(share, (int, float)) or not 0 <= share <= 1 or not isinstance(tokens, int) or tokens < 0:
-        raise ManifestError(path, "shared_prefix", "share in [0, 1] and tokens >= 0")
-    eng = doc.get("engine") or {}
-    known = {f.name: f.type for f in fields(EngineSettings)}
-    for k, v in eng.items():
-        if k not in known:
-            raise ManifestError(path, f"engine.{k}", f"unknown field (known: {', '.join(known)})")
-        if isinstance(v, bool) != (k == "enable_prefix_caching") or not isinstance(v, (int, float)) or v < 0:
-            raise ManifestError(path, f"engine.{k}", f"bad value {v!r}")
-    engine = EngineSettings(**eng)
-    if engine.num_blocks < 2 or engine.block_size < 1 or engine.max_num_seqs < 1 or engine.max_num_batched_tokens < 1:
-        raise ManifestError(path, "engine", "num_blocks >= 2, block_size/max_num_seqs/max_num_batched_tokens >= 1")
-    seed = doc.get("seed", 0)
-    if not isinstance(seed, int):
-        raise ManifestError(path, "seed", "an integer")
+        raise ManifestError(path, "(top level)", "a scenario is a YAML mapping")
+    d = validate_as(_ScenarioDoc, doc, path)
+    sp = d.shared_prefix or _SharedPrefixDoc()
     return SimScenario(
-        name=str(doc.get("name") or Path(path).stem), requests=n, rate=rate,
-        prompt_tokens=_lengths(doc, "prompt_tokens", path), output_tokens=_lengths(doc, "output_tokens", path),
-        shared_share=float(share), shared_tokens=tokens, seed=seed, engine=engine,
+        name=d.name or Path(path).stem, requests=d.count, rate=d.arrival.rate if d.arrival else None,  # type: ignore[arg-type]
+        prompt_tokens=d.prompt_tokens.lengths(), output_tokens=d.output_tokens.lengths(),
+        shared_share=float(sp.share), shared_tokens=sp.tokens, seed=d.seed,
+        engine=d.engine.settings() if d.engine else EngineSettings(),
     )
 
 
-def _read(path: str | Path) -> object:
-    p = Path(path)
-    try:
-        return yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise ManifestError(p, "<file>", "no such file") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(p, "<yaml>", str(exc).splitlines()[0]) from None
+_EXPECTED = "requests (or bounds.max_requests), prompt_tokens, output_tokens, engine"
+
+
+def _read(path: str | Path) -> dict:
+    """Through the shared bounded YAML reader: size, nesting, duplicate keys and .nan/.inf are refused there."""
+    return read_yaml_mapping(path, "scenario", _EXPECTED)
 
 
 def load(path: str | Path) -> SimScenario:
@@ -149,7 +217,7 @@ def load_any(path: str | Path) -> tuple[SimScenario, list[SimRequestSpec] | None
 
     doc = _read(path)
     if is_load_scenario(doc):
-        return from_load_scenario(path)
+        return from_load_scenario(path, doc)
     return parse(doc, str(path)), None
 
 

@@ -12,18 +12,22 @@ One loop iteration = one engine step of ``step_time_s`` simulated seconds:
    ``max_tokens`` finish and free their blocks (tail first).
 
 Outputs are unique token ids (no EOS), so a request produces exactly ``max_tokens`` tokens.
-Pure: the clock is simulated.
+Pure: the clock is simulated (the real time a run may take is bounded, see :func:`run`).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from harness.blocks.limits import MAX_STEPS, MAX_WALL_S
 from harness.blocks.prefix import CacheRequest, KVCacheManager
 from harness.blocks.scenario import EngineSettings, SimRequestSpec, SimScenario, expand
+from harness.errors import UsageError
 
-__all__ = ["StepRecord", "SimResult", "Simulator", "run"]
+__all__ = ["StepRecord", "SimResult", "Simulator", "SimulationLimit", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,28 +178,60 @@ class Simulator:
         self.t += cfg.step_time_s
 
 
-def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bool = False, max_steps: int = 1_000_000,
-        **engine_overrides) -> SimResult:
-    """Replay sc's requests (or the given specs, e.g. from a load-test scenario) until every one has finished."""
+def _blocks_to_finish(spec: SimRequestSpec, engine: EngineSettings) -> int:
+    """Blocks a request holds at its last step: every token but the last sampled one is computed."""
+    tokens = min(len(spec.prompt) + spec.max_tokens - 1, engine.max_model_len - 1)
+    return -(-tokens // engine.block_size)
+
+
+class SimulationLimit(UsageError):
+    """The run would not end, or not in reasonable time: one line saying which bound it hit."""
+
+
+def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bool = False,
+        max_steps: int = MAX_STEPS, max_wall_s: float = MAX_WALL_S, **engine_overrides) -> SimResult:
+    """Replay sc's requests (or the given specs, e.g. from a load-test scenario) until every one has finished.
+
+    Bounded: more than ``max_steps`` engine steps or ``max_wall_s`` real seconds raise SimulationLimit, and so does
+    a request that can never be scheduled (the cache is too small for it and nothing else is running)."""
     engine = EngineSettings(**{**sc.engine.__dict__, **engine_overrides})
+    if not engine.step_time_s > 0:  # also false for NaN: the clock would never reach the next arrival
+        raise UsageError(f"engine.step_time_s must be > 0, got {engine.step_time_s!r}")
     sim = Simulator(engine, debug=debug)
     result = SimResult(sc.name, engine)
     pending = deque(sorted(specs, key=lambda r: r.arrival_s) if specs is not None else expand(sc))
+    deadline = time.monotonic() + max_wall_s
     while pending or sim.running or sim.waiting:
         while pending and pending[0].arrival_s <= sim.t + 1e-12:
             spec = pending.popleft()
             if len(spec.prompt) + 1 > engine.max_model_len:
                 result.rejected.append(spec.request_id)  # the API server answers 400
                 continue
+            if _blocks_to_finish(spec, engine) > engine.num_blocks - 1:  # it would preempt itself forever
+                raise SimulationLimit(
+                    f"request {spec.request_id} ({len(spec.prompt)} prompt + {spec.max_tokens} output tokens) needs "
+                    f"{_blocks_to_finish(spec, engine)} blocks of {engine.block_size} to finish; the cache has "
+                    f"{engine.num_blocks - 1} usable, so it would preempt itself forever: raise num_blocks")
             sim.add(spec)
         if not sim.running and not sim.waiting:
             if pending:
-                steps = -(-(pending[0].arrival_s - sim.t) // engine.step_time_s)
-                sim.t += max(1, steps) * engine.step_time_s
+                # jump to the first step at or after the next arrival; max() so float rounding cannot stall the clock
+                due = pending[0].arrival_s
+                sim.t = max(sim.t + engine.step_time_s, math.ceil(due / engine.step_time_s) * engine.step_time_s, due)
             continue
+        before = len(result.timeline)
         sim.step(result)
+        rec = result.timeline[before]
+        if not sim.running and sim.waiting and not rec.scheduled_tokens and not rec.preempted:  # nothing can change
+            raise SimulationLimit(f"request {sim.waiting[0].request_id} can never be admitted: its first chunk needs "
+                                  f"more than the {engine.num_blocks - 1} usable blocks; raise num_blocks")
         if sim.step_no >= max_steps:
-            break
+            raise SimulationLimit(f"simulation stopped after {max_steps} engine steps ({result.finished} of "
+                                  f"{result.finished + len(sim.running) + len(sim.waiting) + len(pending)} requests "
+                                  "finished): fewer requests or shorter outputs, or more blocks / max_num_seqs")
+        if sim.step_no % 1024 == 0 and time.monotonic() > deadline:
+            raise SimulationLimit(f"simulation stopped after {max_wall_s:g} s of real time at step {sim.step_no} "
+                                  f"({result.finished} requests finished): the scenario is too large to simulate")
     result.steps = sim.step_no
     result.prefix_queries = sim.kv.stats.queries
     result.prefix_hits = sim.kv.stats.hits

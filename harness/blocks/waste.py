@@ -16,6 +16,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from harness.blocks.limits import MAX_RESERVES, MAX_SAMPLE, MAX_WASTE_LENGTH
+
 __all__ = ["Utilisation", "WasteReport", "waste_report", "uniform_lengths", "sample_uniform", "slots"]
 
 
@@ -87,6 +89,13 @@ def waste_report(
     for the sample aggregate; 0 uses the exhaustive population (so it equals the ratio of expectations)."""
     if not (1 <= lo <= hi) or block_size < 1:
         raise ValueError("need 1 <= min <= max and block size >= 1")
+    # every length lo..hi is enumerated, and every sampled one: bound both so the report stays seconds, not hours
+    if hi > MAX_WASTE_LENGTH:
+        raise ValueError(f"--max {hi} is over the limit of {MAX_WASTE_LENGTH} (every length min..max is enumerated)")
+    if not 0 <= sample_size <= MAX_SAMPLE:
+        raise ValueError(f"--sample must be between 0 and {MAX_SAMPLE}, got {sample_size}")
+    if len(reserves) > MAX_RESERVES:
+        raise ValueError(f"at most {MAX_RESERVES} --reserve values, got {len(reserves)}")
     for r in reserves:
         if r < hi:
             raise ValueError(f"reservation {r} is shorter than the longest request {hi}")

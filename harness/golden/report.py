@@ -23,6 +23,8 @@ def _golden(g: dict) -> list[str]:
         return [f"**Refused:** {g['refused']}"]
     lines = [f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
              f"Counts: {', '.join(f'{k} {v}' for k, v in g['counts'].items())}.", ""]
+    if g.get("hardware"):
+        lines += [f"Hardware: {g['hardware']['line']}.", ""]
     if g.get("sets_only_in_a") or g.get("sets_only_in_b"):
         lines.append(f"Sets only in old: {g.get('sets_only_in_a')}; only in new: {g.get('sets_only_in_b')}.")
     rows = []

@@ -2,7 +2,8 @@
 
 The baseline is `golden/<engine>-<version>/<model-hash-12>/` for the run's manifest. The fresh recording goes to
 run_dir/golden/recording/ and the diff to run_dir/golden/diff.json. No committed baseline -> a failed stage that says how
-to make one (`harness golden record MANIFEST`), never a silent pass.
+to make one (`harness golden record MANIFEST`), never a silent pass. The committed baseline may come from another
+machine: the stage passes on the diff's own verdict and its summary says whether the hardware differs.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-from harness.hashing import atomic_write_text
+from harness.outputs import atomic_write_text
 from harness.stages import StageContext, StageResult
 
 __all__ = ["run_stage"]
@@ -42,8 +43,10 @@ def run_stage(ctx: StageContext) -> StageResult:
     atomic_write_text(out / "diff.json", json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out / "diff.txt", render_text(d) + "\n")
     counts = d.counts()
+    hw = {"same": "same hardware", "different": "different hardware: " + ", ".join(d.hardware["differs"]),
+          "unknown": "baseline hardware unknown"}[d.hardware["status"]]
     summary = f"{len(d.prompts)} prompts vs {baseline_dir.relative_to(baseline_dir.parents[2])}: " + ", ".join(
-        f"{k} {v}" for k, v in counts.items())
+        f"{k} {v}" for k, v in counts.items()) + f" ({hw})"
     return StageResult("golden", d.ok, summary, {"baseline": str(baseline_dir), "recording": str(rec_dir),
                                                  "counts": counts, "seconds": round(time.perf_counter() - t0, 2),
-                                                 "diff": str(out / "diff.json")})
+                                                 "diff": str(out / "diff.json"), "hardware": d.hardware})

@@ -28,8 +28,10 @@ import httpx
 
 from harness.client import bearer
 from harness.errors import HarnessError, RefusedError
-from harness.hashing import atomic_write_text
 from harness.manifest import Manifest, load_manifest
+from harness.net import redact_url
+from harness.outputs import atomic_write_text, output_dir
+from harness.secrets import shown_env_value
 
 __all__ = ["run_upgrade", "collect_side", "compare_sides", "judge", "expectations_name_for", "EXPECTED_BEHAVIOURS"]
 
@@ -87,6 +89,8 @@ def collect_side(manifest: Manifest, out: Path, sets: list, *, expectations: str
     try:
         with launch(manifest, run_dir=out / manifest.name / "run", quiet=False) as engine:
             side["identity"] = dict(getattr(engine, "identity", {}) or {})
+            if "base_url" in side["identity"]:
+                side["identity"]["base_url"] = redact_url(side["identity"]["base_url"])
             side["ready_seconds"] = side["identity"].get("ready_seconds")
             say(f"[{manifest.name}] ready; recording golden prompt sets")
             t = time.perf_counter()
@@ -141,7 +145,9 @@ def _manifest_changes(old: Manifest, new: Manifest) -> dict[str, Any]:
         "engine_version": [old.engine.version, new.engine.version],
         "args_added": [x for x in na if x not in oa], "args_removed": [x for x in oa if x not in na],
         "args_identical": oa == na,
-        "env_changed": {k: [oe.get(k), ne.get(k)] for k in sorted(set(oe) | set(ne)) if oe.get(k) != ne.get(k)},
+        # compared on the real values, shown redacted: a token in server.env never reaches the report
+        "env_changed": {k: [shown_env_value(k, oe.get(k)), shown_env_value(k, ne.get(k))]
+                        for k in sorted(set(oe) | set(ne)) if oe.get(k) != ne.get(k)},
         "model_same": old.model.sha256 == new.model.sha256,
         "lock": _lock_changes(old, new),
         "python_runtime": [old.runtime.python.model_dump() if old.runtime.python else None,
@@ -236,6 +242,9 @@ def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
                     f"distribution (a fixed seed no longer reproduces old outputs): {', '.join(ids[:8])}")
             if not any(c.get(s) for s in ("regression", "missing", "incomparable", "near-tie", "resampled")):
                 add("info", f"golden: all {sum(c.values())} prompts identical or equivalent ({c})")
+            hw = g.get("hardware") or {}
+            if hw.get("status") in ("different", "unknown"):
+                add("info", f"golden: {hw['line']}")
     m = cmp.get("metrics")
     if m:
         for key, what in (("removed", "removed"), ("hidden", "hidden"), ("renamed", "possibly renamed"),
@@ -294,10 +303,12 @@ def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
 def run_upgrade(old_path: str | Path, new_path: str | Path, out: Path, *, prompts: list[str] | None = None,
                 tolerance: float, margin: float, conformance: bool = True, force: bool = False,
                 say: Callable[[str], None] = print) -> dict[str, Any]:
+    from harness.golden.diff import check_thresholds
     from harness.golden.prompts import resolve_prompt_sets
     from harness.golden.report import render_markdown
 
     t0 = time.perf_counter()
+    check_thresholds(tolerance, margin)
     old_m, new_m = load_manifest(old_path), load_manifest(new_path)
     if old_m.name == new_m.name:
         raise RefusedError(f"both manifests are named {old_m.name!r}; an upgrade compares two different manifests")
@@ -305,7 +316,8 @@ def run_upgrade(old_path: str | Path, new_path: str | Path, out: Path, *, prompt
     out = Path(out)
     if (out / "upgrade.json").exists() and not force:
         raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")
-    out.mkdir(parents=True, exist_ok=True)
+    # a file as --out, a directory where a report file goes, a manifest as the report: OutputError before any launch
+    output_dir(out, ["upgrade.json", "upgrade.md"], force=force, inputs=[old_m.path, new_m.path], what="--out")
     exp = expectations_name_for(old_m)
     sides = []
     for m in (old_m, new_m):

@@ -6,13 +6,16 @@
 
 A trace stores only raw facts: status, headers, the response bytes, and for SSE each event (data, [DONE], comments /
 keep-alives, data after [DONE], a truncated tail) with `time.monotonic_ns()` and its exact bytes, plus how the exchange
-ended: "eof" (server closed), "cancel" (we disconnected on purpose), "disconnect" (transport error mid-body) or
-"error" (no response at all). Nothing here judges the engine; checks are pure functions over traces.
+ended: "eof" (server closed), "cancel" (we disconnected on purpose), "disconnect" (transport error mid-body),
+"error" (no response at all), "limit" (we stopped reading at `max_bytes`) or "timeout" (the whole exchange took longer
+than `max_duration_s`; per-read timeouts alone never end a server that drips a byte a second).
+Nothing here judges the engine; checks are pure functions over traces.
 Transport failures never raise out of `record`: they are recorded in `trace.error`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json as jsonlib
 import time
@@ -26,13 +29,13 @@ from harness.sse import SSEParser, decode_json
 __all__ = ["TraceEvent", "Trace", "make_client", "record", "bearer", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-MAX_BODY = 64 << 20  # stop storing (not reading) past this many bytes
+MAX_BODY = 64 << 20  # stop reading past this many bytes (an endless stream must not grow memory without end)
 
 
 @dataclass
 class TraceEvent:
     t_ns: int
-    kind: str  # data | done | comment | other | truncated | eof | cancel | disconnect
+    kind: str  # data | done | comment | other | truncated | eof | cancel | disconnect | limit | timeout
     raw: bytes = b""
     data: str | None = None
     oversized: bool = False
@@ -54,7 +57,7 @@ class Trace:
     t_headers_ns: int | None = None
     t_end_ns: int | None = None
     error: str | None = None  # transport error (no response, or the body broke off)
-    ended: str = ""  # eof | cancel | disconnect | error
+    ended: str = ""  # eof | cancel | disconnect | error | limit | timeout
     sse: bool = False
 
     # -- raw views -------------------------------------------------------------------------------------------
@@ -127,12 +130,16 @@ async def record(
     sse: bool | None = None,
     stop_after: Callable[[Trace], bool] | None = None,
     timeout: httpx.Timeout | float | None = None,
+    max_bytes: int = MAX_BODY,
+    max_duration_s: float | None = None,
 ) -> Trace:
     """Send one request and record everything that comes back. Never raises for transport problems.
 
     sse: parse the body as SSE (default: when the response says text/event-stream or the JSON body asks stream=true).
     stop_after: called once the headers arrived and after each batch of events; when it returns True we disconnect
     (trace.ended = "cancel"); `lambda t: True` leaves before the first byte of the body.
+    max_bytes: read at most this many body bytes, then disconnect (trace.ended = "limit").
+    max_duration_s: a wall-clock bound on the whole exchange, headers included (trace.ended = "timeout").
     """
     trace = Trace(method=method, url=str(path), request_json=json, t_start_ns=time.monotonic_ns())
     kwargs: dict[str, Any] = {"headers": headers}
@@ -143,13 +150,32 @@ async def record(
         kwargs["headers"] = {"Content-Type": "application/json", **(headers or {})}
     if timeout is not None:
         kwargs["timeout"] = timeout
+    exchange = _exchange(client, trace, method, path, kwargs, sse, stop_after, max_bytes)
+    if max_duration_s is None:
+        await exchange
+    else:
+        try:
+            await asyncio.wait_for(exchange, timeout=max_duration_s)
+        except asyncio.TimeoutError:
+            # The exchange was cancelled inside; what arrived so far stays in the trace.
+            trace.error = f"BoundExceeded: the exchange did not end within {max_duration_s:g}s"
+            trace.ended = "timeout"
+            trace.events.append(TraceEvent(time.monotonic_ns(), "timeout"))
+            trace.t_end_ns = time.monotonic_ns()
+    return trace
+
+
+async def _exchange(client: httpx.AsyncClient, trace: Trace, method: str, path: str, kwargs: dict[str, Any],
+                    sse: bool | None, stop_after: Callable[[Trace], bool] | None, max_bytes: int) -> None:  # fmt: skip
+    """Fill `trace` in place, so a caller that cancels this (a time bound) keeps what had arrived."""
+    json = trace.request_json
     try:
         request = client.build_request(method, path, **kwargs)
         trace.url = str(request.url)
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         trace.error, trace.ended, trace.t_end_ns = f"{type(exc).__name__}: {exc}", "error", time.monotonic_ns()
-        return trace
+        return
     trace.t_headers_ns = time.monotonic_ns()
     trace.status = response.status_code
     trace.headers = {k.lower(): v for k, v in response.headers.items()}
@@ -162,34 +188,38 @@ async def record(
             trace.ended = "cancel"
             trace.events.append(TraceEvent(time.monotonic_ns(), "cancel"))
             trace.t_end_ns = time.monotonic_ns()
-            return trace
+            return
         try:
             async for chunk in _raw_chunks(response):
                 now = time.monotonic_ns()
-                if len(body) < MAX_BODY:
-                    body += chunk[: MAX_BODY - len(body)]
+                over = len(body) + len(chunk) > max_bytes
+                chunk = chunk[: max_bytes - len(body)]
+                body += chunk
                 if parser is not None:
                     for ev in parser.feed(chunk):
                         trace.events.append(TraceEvent(now, ev.kind, ev.raw, ev.data, ev.oversized))
-                    if stop_after is not None and stop_after(trace):
-                        trace.ended = "cancel"
-                        trace.events.append(TraceEvent(time.monotonic_ns(), "cancel"))
-                        break
+                if over:
+                    trace.error, trace.ended = f"BoundExceeded: the body went past {max_bytes} bytes", "limit"
+                    break
+                if parser is not None and stop_after is not None and stop_after(trace):
+                    trace.ended = "cancel"
+                    trace.events.append(TraceEvent(time.monotonic_ns(), "cancel"))
+                    break
             else:
                 trace.ended = "eof"
         except httpx.HTTPError as exc:
             trace.error, trace.ended = f"{type(exc).__name__}: {exc}", "disconnect"
+        finally:
+            trace.body = bytes(body)  # also when a time bound cancels the read
         if parser is not None and trace.ended != "cancel":
             now = time.monotonic_ns()
             for ev in parser.close():
                 trace.events.append(TraceEvent(now, ev.kind, ev.raw, ev.data, ev.oversized))
-        if trace.ended in ("eof", "disconnect"):
+        if trace.ended in ("eof", "disconnect", "limit"):
             trace.events.append(TraceEvent(time.monotonic_ns(), trace.ended))
     finally:
         try:
             await response.aclose()
         except Exception:  # closing a broken connection must not hide the trace
             pass
-    trace.body = bytes(body)
     trace.t_end_ns = time.monotonic_ns()
-    return trace

@@ -6,7 +6,8 @@
 Without either option the plugin does nothing. Every case becomes one test item `harness::<case id>`; fail/error
 fail the item, skip skips, pass/quirk/info pass (quirks and unexpected passes are printed in the summary).
 Options are mirrored by ini keys (harness_url, harness_manifest, harness_expect) and env HARNESS_URL / HARNESS_MANIFEST /
-HARNESS_EXPECT; precedence CLI > env > ini.
+HARNESS_EXPECT; precedence CLI > env > ini. The URL must be loopback (the one rule of harness.net.loopback_url), checked
+on the parsed address when pytest configures, before any socket: anything else is a usage error and nothing is sent.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ OPTIONS = {
     "harness_expect": ("--harness-expect", "HARNESS_EXPECT", "expectation name or YAML (default from the manifest)"),
 }
 REPORT_KEY = pytest.StashKey[dict]()
+URL_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser):
@@ -37,8 +39,22 @@ def get_settings(config) -> dict:
     return out
 
 
+def _source(config, ini: str) -> str:
+    flag, env, _ = OPTIONS[ini]
+    return flag if config.getoption(ini) else env if os.environ.get(env) else f"ini {ini}"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "harness_case(id): a conformance case run by the harness plugin")
+    url = get_settings(config)["harness_url"]
+    if url:
+        from harness.errors import HarnessError
+        from harness.net import loopback_url
+
+        try:
+            config.stash[URL_KEY] = loopback_url(url, what=_source(config, "harness_url"))
+        except HarnessError as exc:
+            raise pytest.UsageError(f"harness: {exc.one_line()}") from None
 
 
 class HarnessCaseItem(pytest.Item):
@@ -100,7 +116,7 @@ def _report(config) -> dict:
     s = get_settings(config)
     if s["harness_url"]:
         exp = load_expectations(s["harness_expect"] or "openai")
-        rep = run_suite_sync(new_ctx(s["harness_url"], exp, api_key=os.environ.get("HARNESS_API_KEY")))
+        rep = run_suite_sync(new_ctx(config.stash[URL_KEY], exp, api_key=os.environ.get("HARNESS_API_KEY")))
     else:
         from harness.launch.session import launch
         from harness.manifest import load_manifest

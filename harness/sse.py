@@ -8,7 +8,10 @@ Each `SSEEvent` keeps the exact bytes it was parsed from (`raw`), so a trace can
 Kinds: "data" (one dispatched event with a data field), "done" (data == "[DONE]"), "comment" (a ":" line,
 keep-alives included), "other" (fields without data, e.g. a lone "event:" or "id:" block, or unknown fields),
 "truncated" (bytes left when the stream ended without the blank line that dispatches an event).
-Lines are split on CRLF, LF or CR (WHATWG rules); bytes are decoded as UTF-8 with replacement. Lines longer than
+Lines are split on CRLF, LF or CR (WHATWG rules); one UTF-8 BOM at the very start of the stream is dropped (WHATWG
+again: otherwise the first field name would be "\ufeffdata" and the first event lost; its bytes stay in the first
+event's `raw`); bytes are decoded as UTF-8 with
+replacement. Lines longer than
 `max_line` bytes are kept whole but the event is flagged `oversized=True` (the parser never drops data silently).
 """
 
@@ -21,6 +24,12 @@ from typing import Any
 __all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "decode_json"]
 
 DONE = "[DONE]"
+BOM = b"\xef\xbb\xbf"
+MAX_JSON_DEPTH = 32  # a chunk is ~6 levels deep; the cap keeps a hostile payload out of every later step
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
 
 
 @dataclass
@@ -39,13 +48,19 @@ class SSEEvent:
 
 
 def decode_json(text: str | None) -> tuple[Any, str | None]:
-    """(value, error). Never raises; error is a short message when the text is not JSON."""
+    """(value, error). Never raises; error is a short message when the text is not JSON (NaN/Infinity are not JSON,
+    and nesting deeper than MAX_JSON_DEPTH is refused, so no later step can recurse on it)."""
+    from harness.readers import check_depth
+
     if text is None:
         return None, "no data"
     try:
-        return json.loads(text), None
-    except (ValueError, RecursionError) as exc:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, TypeError, RecursionError) as exc:
         return None, f"invalid JSON: {type(exc).__name__}: {str(exc)[:120]}"
+    if check_depth(value, MAX_JSON_DEPTH) is not None:
+        return None, f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+    return value, None
 
 
 class SSEParser:
@@ -62,6 +77,9 @@ class SSEParser:
         self._fields: dict[str, str] = {}
         self._oversized = False
         self._pending_cr = False  # a CR ended the previous feed; a following LF belongs to it
+        self._at_start = True  # no byte seen yet: a leading BOM is not content
+        self._head = bytearray()  # the first bytes, while they could still be a BOM
+        self._lead = b""  # a BOM read but not yet handed out in an event's raw bytes
 
     # -- public -------------------------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> list[SSEEvent]:
@@ -70,6 +88,15 @@ class SSEParser:
             if not chunk:
                 return out
             data = bytes(chunk)
+            if self._at_start:
+                data = bytes(self._head) + data
+                if len(data) < len(BOM) and BOM.startswith(data):  # a BOM may arrive split across reads
+                    self._head = bytearray(data)
+                    return out
+                self._at_start, self._head = False, bytearray()
+                if data.startswith(BOM):  # not content, but kept in the first event's raw bytes for replay
+                    self._lead = BOM
+                    data = data[len(BOM) :]
             if self._pending_cr:
                 self._pending_cr = False
                 if data[:1] == b"\n":
@@ -85,16 +112,19 @@ class SSEParser:
     def close(self) -> list[SSEEvent]:
         out: list[SSEEvent] = []
         try:
+            if self._head:  # a stream of one or two bytes that began like a BOM: they are content
+                self._buf += self._head
+                self._head = bytearray()
             if self._buf:
                 self._line(bytes(self._buf), bytes(self._buf), out)
                 self._buf.clear()
             pending = self._has_data or self._event is not None or self._id is not None or self._fields
-            if self._event_raw and (pending or self._event_raw.strip()):
+            if (self._event_raw or self._lead) and (pending or self._event_raw.strip() or self._lead):
                 out.append(
                     SSEEvent(
                         "truncated",
                         "\n".join(self._data) if self._has_data else None,
-                        bytes(self._event_raw),
+                        self._take_lead() + bytes(self._event_raw),
                         self._event,
                         self._id,
                         self._oversized,
@@ -107,6 +137,10 @@ class SSEParser:
         return out
 
     # -- internals ----------------------------------------------------------------------------------------------
+    def _take_lead(self) -> bytes:
+        lead, self._lead = self._lead, b""
+        return lead
+
     def _reset(self) -> None:
         self._event_raw = bytearray()
         self._data = []
@@ -155,7 +189,7 @@ class SSEParser:
             # A comment is its own event in the trace (keep-alives must be visible), even mid-event.
             comment_raw = raw
             self._event_raw = self._event_raw[: len(self._event_raw) - len(raw)]
-            out.append(SSEEvent("comment", text[1:].lstrip(" "), comment_raw))
+            out.append(SSEEvent("comment", text[1:].lstrip(" "), self._take_lead() + comment_raw))
             return
         name, sep, value = text.partition(":")
         if sep and value.startswith(" "):
@@ -180,7 +214,8 @@ class SSEParser:
             # A blank line with nothing pending: keep its bytes on the next event, no event emitted.
             return
         out.append(
-            SSEEvent(kind, data, bytes(self._event_raw), self._event, self._id, self._oversized, dict(self._fields))
+            SSEEvent(kind, data, self._take_lead() + bytes(self._event_raw), self._event, self._id, self._oversized,
+                     dict(self._fields))
         )
         self._reset()
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
 from harness.errors import UsageError
 
-__all__ = ["register"]
+__all__ = ["register", "api_key_from_env"]
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_KEY_ENV = "HARNESS_API_KEY"
 
 
 def register(sub) -> None:
@@ -19,11 +24,16 @@ def register(sub) -> None:
     p.add_argument("manifest", nargs="?", help="engine manifest to launch (omit with --url)")
     p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
     p.add_argument("--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest")
-    p.add_argument("--api-key-env", default="HARNESS_API_KEY", metavar="NAME",
-                   help="name of the environment variable holding the API key when attaching (default HARNESS_API_KEY);"
-                   " a key is never taken on the command line")
+    p.add_argument("--api-key-env", default=None, metavar="NAME",
+                   help=f"name of the environment variable holding the API key when attaching (default {DEFAULT_KEY_ENV},"
+                   " used when set); a key is never taken on the command line, and a NAME that is not set is refused")
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument("--out", help="directory for conformance.json and junit.xml")
+    p.add_argument("--force", action="store_true", help="replace conformance.json / junit.xml already in --out")
+    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                   help="wall-time bound for the whole suite (default 600); cases left when it is reached are errors")
+    p.add_argument("--stream-seconds", type=float, default=None, metavar="S",
+                   help="wall-time bound for each request and its stream (default 45)")
     p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
     p.add_argument("--list", action="store_true", help="list case ids and requirements, run nothing")
     p.add_argument("--extra-arg", action="append", default=[], help="extra engine argument when launching (repeatable)")
@@ -63,43 +73,71 @@ def cmd_list() -> int:
     return 0
 
 
+def api_key_from_env(name: str | None) -> str | None:
+    """The API key from the environment variable `name`. Without a name, HARNESS_API_KEY if set (else no key);
+    a name given on purpose must be a variable name and must be set, or the run would quietly go without a key."""
+    if name is None:
+        return os.environ.get(DEFAULT_KEY_ENV) or None
+    if not ENV_NAME.fullmatch(name):
+        # never echo it: what was given may be the key itself
+        raise UsageError("--api-key-env takes the NAME of an environment variable that holds the key, not the key"
+                         " itself (the value given is not a variable name)")  # fmt: skip
+    value = os.environ.get(name)
+    if value is None:
+        raise UsageError(f"--api-key-env {name}: that environment variable is not set")
+    if not value.strip():
+        raise UsageError(f"--api-key-env {name}: that environment variable is empty")
+    return value
+
+
+def _seconds(value: float | None, flag: str) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag}: need a number of seconds over 0, got {value!r}")
+    return value
+
+
 def cmd_conform(args: argparse.Namespace) -> int:
     from harness.conformance.expectations import load_expectations
-    from harness.conformance.report import print_table, write_outputs
+    from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
     from harness.conformance.runner import new_ctx, run_suite_sync
-    from harness.manifest import is_loopback_host
+    from harness.net import loopback_url, redact_url
+    from harness.outputs import output_dir
 
     if args.list:
         return cmd_list()
     if bool(args.url) == bool(args.manifest):
         raise UsageError("give either a MANIFEST to launch or --url to attach (not both)")
+    bounds = {}  # only what was given: the defaults live with the runner and the context
+    if _seconds(args.stream_seconds, "--stream-seconds") is not None:
+        bounds["max_stream_s"] = args.stream_seconds
+    suite = {"max_wall_s": args.max_seconds} if _seconds(args.max_seconds, "--max-seconds") is not None else {}
     if args.url:
-        from urllib.parse import urlparse
-
-        host = urlparse(args.url).hostname or ""
-        if not is_loopback_host(host):
-            raise UsageError(f"--url must be a loopback address, got {host!r}")
+        url = loopback_url(args.url)  # the one loopback rule: parsed address, before any socket
         if not args.expect:
             raise UsageError("--expect NAME is required with --url")
         exp = load_expectations(args.expect)
-        key = os.environ.get(args.api_key_env)
-        ctx = new_ctx(args.url, exp, api_key=key, model=args.model or "")
+        key = api_key_from_env(args.api_key_env)
+        if args.out:  # checked before any request: a refused --out costs nothing
+            output_dir(args.out, OUTPUT_NAMES, force=args.force)
+        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", **bounds)
         t_ready = time.monotonic()
-        report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": args.url})
+        report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": redact_url(url)}, **suite)
         return _finish(report, args, t_ready, print_table, write_outputs)
 
     from harness.launch.session import launch
     from harness.manifest import load_manifest
 
+    if args.api_key_env is not None:
+        raise UsageError("--api-key-env is for --url; a launched engine takes its key from the manifest (server.api_key_env)")
     m = load_manifest(args.manifest)
     exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
-    run_dir = Path(args.out) if args.out else None
+    run_dir = output_dir(args.out, OUTPUT_NAMES, force=args.force) if args.out else None
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
-        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng)
+        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng, **bounds)
         info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version, "url": eng.base_url,
                 "identity": getattr(eng, "identity", {})}
-        report = run_suite_sync(ctx, patterns=args.cases, engine_info=info)
+        report = run_suite_sync(ctx, patterns=args.cases, engine_info=info, **suite)
         if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
             doc = report.to_dict()
             doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
@@ -113,9 +151,7 @@ def _finish(report, args, t_ready, print_table, write_outputs) -> int:
     if t_ready is not None:
         doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
         if args.out:
-            j, x = write_outputs(doc, args.out)
-            doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
-            j.write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+            write_outputs(doc, args.out)
     print_table(doc)
     if args.out:
         print(f"wrote {Path(args.out) / 'conformance.json'} and junit.xml")
@@ -130,9 +166,7 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
     bad = 0
     all_out = {}
     for f in args.files:
-        if not Path(f).is_file():
-            raise UsageError(f"no such file: {f}")
-        results, note = check_file(f, exp, args.kind)
+        results, note = check_file(f, exp, args.kind)  # an unreadable or non-stream file is one DataError
         all_out[f] = {"note": note, "cases": [r.to_dict() for r in results]}
         fails = [r for r in results if r.verdict in ("fail", "error")]
         bad += len(fails)

@@ -1,18 +1,27 @@
-"""What a live case gets: the client, the target, the expectations, and memoised probes (shared request traces)."""
+"""What a live case gets: the client, the target, the expectations, and memoised probes (shared request traces).
+
+Every exchange a case makes through the context is bounded: at most `max_stream_bytes` of body and `max_stream_s` of
+wall time (a server that stalls, drips or never ends its stream costs one bound, not an hour or the machine's memory).
+A probe runs once per suite even when the case that started it times out: the others wait for the same request.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import httpx
 
-from harness.client import Trace, make_client, record
+from harness.client import DEFAULT_TIMEOUT, Trace, make_client, record
 from harness.conformance.expectations import Expectations
-from harness.promtext import Scrape, fetch_metrics
+from harness.promtext import Scrape, parse_metrics
 
-__all__ = ["Ctx", "PROBES", "probe"]
+__all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S"]
+
+MAX_STREAM_BYTES = 4 << 20  # a conformance response is a few KB; 4 MiB is generous and keeps traces small
+MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe is memoised, not re-sent
 
 PROBES: dict[str, Callable[["Ctx"], Awaitable[Trace]]] = {}
 
@@ -35,26 +44,60 @@ class Ctx:
     api_key: str | None = None
     engine: Any = None  # a launched Engine (exit_status/log_tail) or None when attached by URL
     transport: httpx.AsyncBaseTransport | None = None
+    max_stream_bytes: int = MAX_STREAM_BYTES
+    max_stream_s: float = MAX_STREAM_S
+    answered: bool = False  # some request got an HTTP response: a server is there
+    first_error: str = ""  # the transport error of the first request that got none
     _client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)
-    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _tasks: dict[str, asyncio.Task] = field(default_factory=dict)
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        """Keyword arguments that bound one `record` call."""
+        return {"max_bytes": self.max_stream_bytes, "max_duration_s": self.max_stream_s}
+
+    def _timeout(self) -> httpx.Timeout:
+        read = min(DEFAULT_TIMEOUT.read or self.max_stream_s, self.max_stream_s)
+        return httpx.Timeout(read, connect=min(DEFAULT_TIMEOUT.connect or read, read))
 
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = make_client(self.base_url, api_key=self.api_key, transport=self.transport)
+            self._client = make_client(self.base_url, api_key=self.api_key, transport=self.transport,
+                                       timeout=self._timeout())  # fmt: skip
         return self._client
 
     def new_client(self, api_key: str | None = None, timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
-        kw: dict[str, Any] = {"api_key": api_key, "transport": self.transport}
+        kw: dict[str, Any] = {"api_key": api_key, "transport": self.transport, "timeout": self._timeout()}
         if timeout is not None:
             kw["timeout"] = timeout
         return make_client(self.base_url, **kw)
 
     async def aclose(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            try:
+                await task
+            except BaseException:  # noqa: BLE001 - a cancelled or failed probe has nothing left to report
+                pass
+        self._tasks.clear()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    def saw(self, trace: Trace) -> Trace:
+        """Note whether a server answered at all (so a dead port is not reported as an engine that died)."""
+        if trace.status is not None:
+            self.answered = True
+        elif trace.error and not self.first_error:
+            self.first_error = trace.error
+        return trace
+
+    async def record(self, client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Trace:
+        """`harness.client.record` with this suite's bounds (a caller may tighten them)."""
+        return self.saw(await record(client, method, path, **{**self.limits, **kw}))
 
     def extra(self, key: str) -> dict:
         """Engine-specific request extras declared in the expectation file (data, not code)."""
@@ -62,20 +105,32 @@ class Ctx:
         return dict(v) if isinstance(v, dict) else {}
 
     async def post(self, path: str, body: Any, **kw: Any) -> Trace:
-        return await record(self.client, "POST", path, json=body, **kw)
+        return await self.record(self.client, "POST", path, json=body, **kw)
 
     async def get(self, path: str, **kw: Any) -> Trace:
-        return await record(self.client, "GET", path, **kw)
+        return await self.record(self.client, "GET", path, **kw)
 
     async def probe(self, name: str) -> Trace:
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            if name not in self._probes:
-                self._probes[name] = await PROBES[name](self)
+        if name in self._probes:
             return self._probes[name]
+        task = self._tasks.get(name)
+        if task is None:
+            task = self._tasks[name] = asyncio.ensure_future(PROBES[name](self))
+        # shield: a case that times out while waiting must not cancel the request the next case will share
+        trace = await asyncio.shield(task)
+        self._probes[name] = trace
+        return trace
 
     async def scrape(self) -> Scrape:
-        return await fetch_metrics(self.client)
+        t = await self.get("/metrics", sse=False)
+        if t.status is None or t.ended != "eof":  # no answer, or cut off (timeout, limit, reset): not a whole scrape
+            return Scrape(ok=False, error=t.error or "no response", t_ns=time.monotonic_ns())
+        text = t.body.decode("utf-8", errors="replace")
+        if t.status != 200:
+            return Scrape(ok=False, error=f"HTTP {t.status}", text=text[:500], status=t.status, t_ns=time.monotonic_ns())
+        s = parse_metrics(text)
+        s.status = t.status
+        return s
 
     def chat(self, **kw: Any) -> dict:
         body = {"model": self.model, "messages": [{"role": "user", "content": "Say hello."}], "temperature": 0}

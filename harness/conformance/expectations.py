@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.conformance.model import Case, CaseResult, Check, Verdict
-from harness.errors import UsageError
+from harness.errors import ManifestError, UsageError
+from harness.readers import read_yaml
 
 __all__ = ["Expectations", "load_expectations", "resolve", "EXPECTATIONS_DIR", "available"]
 
@@ -57,34 +56,99 @@ def available() -> list[str]:
 
 
 def load_expectations(name_or_path: str | Path | None) -> Expectations:
-    """By name (`vllm-0.11`) from manifests/expectations/, or a path to a YAML file. None = pure reference."""
+    """By name (`vllm-0.11`) from manifests/expectations/, or a path to a YAML file. None = pure reference.
+    Read through the bounded YAML reader; every malformed field is one ManifestError naming the file and field."""
     if name_or_path is None or name_or_path == "openai":
         return Expectations(name="openai")
     p = Path(name_or_path)
-    if not p.is_file() and (EXPECTATIONS_DIR / f"{name_or_path}.yaml").is_file():
-        p = EXPECTATIONS_DIR / f"{name_or_path}.yaml"
-    if not p.is_file():
-        raise UsageError(f"no expectation file {name_or_path!r}; available: {', '.join(available()) or '(none)'}")
-    try:
-        raw = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{p}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("cases", {}), dict):
-        raise UsageError(f"{p}: must be a mapping with a 'cases' mapping")
-    for cid, entry in (raw.get("cases") or {}).items():
-        if not isinstance(entry, dict) or not ({"quirk", "skip"} & set(entry)):
-            raise UsageError(f"{p}: cases.{cid}: needs 'quirk' (tag or list) or 'skip' (reason)")
-        if "quirk" in entry and not entry.get("reason"):
-            raise UsageError(f"{p}: cases.{cid}: a quirk needs a 'reason'")
+    named = EXPECTATIONS_DIR / f"{name_or_path}.yaml"
+    if not p.is_file() and named.is_file():
+        p = named
+    if not p.exists():
+        raise UsageError(f"no expectation file {str(name_or_path)!r}; available: {', '.join(available()) or '(none)'}")
+    raw = read_yaml(p, "expectation")
+    raw = {} if raw is None else raw
+    _validate(raw, p)
     return Expectations(
         name=str(raw.get("name") or p.stem),
-        cases=dict(raw.get("cases") or {}),
+        cases={k: dict(v) for k, v in (raw.get("cases") or {}).items()},
         metrics=dict(raw.get("metrics") or {}),
         cancellation=dict(raw.get("cancellation") or {}),
         probes=dict(raw.get("probes") or {}),
         engine=dict(raw.get("engine") or {}),
         path=str(p),
     )
+
+
+SECTIONS = ("name", "engine", "cases", "metrics", "cancellation", "probes")
+CASE_KEYS = {"quirk", "reason", "conditional", "skip"}
+
+
+def _validate(raw: Any, p: Path) -> None:
+    """The shape every reader of an expectation file relies on; names the first field that breaks it."""
+
+    def need(ok: bool, where: str, message: str) -> None:
+        if not ok:
+            raise ManifestError(p, where, message)
+
+    def names(v: Any) -> bool:
+        return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def mapping(v: Any, where: str, optional: bool = True) -> dict:
+        need(isinstance(v, dict) or (optional and v is None), where, f"must be a mapping, got {type(v).__name__}")
+        need(all(isinstance(k, str) and k for k in (v or {})), where, "every key must be a non-empty string")
+        return v or {}
+
+    mapping(raw, "(top level)", optional=False)
+    unknown = sorted(set(raw) - set(SECTIONS))
+    need(not unknown, unknown[0] if unknown else "", f"unknown section (known: {', '.join(SECTIONS)})")
+    need(raw.get("name") is None or (isinstance(raw["name"], str) and raw["name"].strip() == raw["name"] != ""),
+         "name", "must be a non-empty single-line string")
+    mapping(raw.get("engine"), "engine")
+    for cid, entry in mapping(raw.get("cases"), "cases").items():
+        where = f"cases.{cid}"
+        need(isinstance(entry, dict) and bool({"quirk", "skip"} & set(entry)), where,
+             "needs 'quirk' (tag or list) or 'skip' (reason)")
+        bad = sorted(set(entry) - CASE_KEYS)
+        need(not bad, f"{where}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(sorted(CASE_KEYS))})")
+        if "quirk" in entry:
+            q = entry["quirk"]
+            need((isinstance(q, str) and q != "") or (names(q) and q != []), f"{where}.quirk",
+                 "must be a behaviour tag or a non-empty list of tags")
+            need(isinstance(entry.get("reason"), str) and entry["reason"].strip() != "", f"{where}.reason",
+                 "a quirk needs a 'reason' (a non-empty string)")
+        if "skip" in entry:
+            need(isinstance(entry["skip"], str) and entry["skip"].strip() != "", f"{where}.skip",
+                 "must be the reason (a non-empty string)")
+        need(isinstance(entry.get("conditional", False), bool), f"{where}.conditional", "must be true or false")
+    metrics = mapping(raw.get("metrics"), "metrics")
+    for name, spec in mapping(metrics.get("required"), "metrics.required").items():
+        spec = mapping(spec, f"metrics.required.{name}")
+        need(spec.get("type") is None or isinstance(spec["type"], str), f"metrics.required.{name}.type", "must be a string")
+        need(spec.get("labels") is None or names(spec["labels"]), f"metrics.required.{name}.labels", "must be a list of names")
+    for key in ("hidden", "grow"):
+        need(metrics.get(key) is None or names(metrics[key]), f"metrics.{key}", "must be a list of metric names")
+    info = mapping(metrics.get("info"), "metrics.info")
+    if info:
+        need(isinstance(info.get("name"), str) and info["name"] != "", "metrics.info.name", "must be a metric name")
+        need(info.get("labels") is None or names(info["labels"]), "metrics.info.labels", "must be a list of names")
+    canc = mapping(raw.get("cancellation"), "cancellation")
+    for where, idle in (("metrics.idle", metrics.get("idle")), ("cancellation.idle", canc.get("idle"))):
+        for name, v in mapping(idle, where).items():
+            need(number(v), f"{where}.{name}", "must be a number (the gauge's idle value)")
+    for key in ("generated", "running", "kv"):
+        need(canc.get(key) is None or (isinstance(canc[key], str) and canc[key] != ""), f"cancellation.{key}",
+             "must be a metric name")
+    bt = canc.get("bound_tokens", 0)
+    need(isinstance(bt, int) and not isinstance(bt, bool) and 0 <= bt <= 1_000_000, "cancellation.bound_tokens",
+         "must be a whole number of tokens (0 to 1000000)")
+    st = canc.get("settle_s", 1)
+    need(number(st) and 0 < st <= 600, "cancellation.settle_s", "must be a number of seconds (over 0, at most 600)")
+    for key, v in mapping(raw.get("probes"), "probes").items():
+        mapping(v, f"probes.{key}")
 
 
 def resolve(case: Case, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:

@@ -32,7 +32,12 @@ def shape_cases(prefix: str, probe_name: str, checks: dict, kind: str) -> None:
 
         def make(fn=fn):
             async def run(ctx) -> Check:
-                return fn(from_trace(await ctx.probe(probe_name)))
+                trace = await ctx.probe(probe_name)
+                chk = fn(from_trace(trace))
+                if trace.ended in ("timeout", "limit"):  # say which bound cut the stream these verdicts judge
+                    chk.note = f"{chk.note}; " if chk.note else ""
+                    chk.note += f"judged on the part of the {probe_name} stream read before the harness's bound: {trace.error}"
+                return chk
 
             return run
 

@@ -1,13 +1,26 @@
-"""Outputs from a saved SuiteReport dict: conformance.json, junit.xml, and a rich terminal table."""
+"""Outputs from a saved SuiteReport dict: conformance.json, junit.xml, and a rich terminal table.
+
+Everything in a report may come from the server (error messages, chunk contents): the table escapes rich markup,
+junit.xml drops characters XML cannot hold, conformance.json is strict JSON (a NaN becomes the string "nan"), and
+the engine URL is shown and stored without its user:password@. Files are written atomically (mode from the umask).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-__all__ = ["write_outputs", "junit_xml", "print_table"]
+from harness.net import redact_url
+from harness.outputs import atomic_write_text
+
+__all__ = ["write_outputs", "junit_xml", "print_table", "to_json", "OUTPUT_NAMES"]
+
+OUTPUT_NAMES = ("conformance.json", "junit.xml")
+_XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta"}
 
@@ -17,12 +30,38 @@ def _short(v: Any, n: int = 90) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _finite(obj: Any) -> Any:
+    """The document with every non-finite float as a string, so conformance.json stays strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _redacted(doc: dict) -> dict:
+    engine = doc.get("engine")
+    if isinstance(engine, dict) and "url" in engine:
+        doc = {**doc, "engine": {**engine, "url": redact_url(engine["url"])}}
+    return doc
+
+
+def to_json(doc: dict) -> str:
+    return json.dumps(_finite(_redacted(doc)), indent=2, default=str, ensure_ascii=False, allow_nan=False)
+
+
+def _xml(text: Any) -> str:
+    return _XML_INVALID.sub("\ufffd", str(text))
+
+
 def junit_xml(doc: dict) -> str:
     cases = doc.get("cases", [])
     c = doc.get("counts", {})
     suite = ET.Element(
         "testsuite",
-        name=f"conformance[{doc.get('expectations')}]",
+        name=_xml(f"conformance[{doc.get('expectations')}]"),
         tests=str(len(cases)),
         failures=str(c.get("fail", 0)),
         errors=str(c.get("error", 0)),
@@ -30,37 +69,39 @@ def junit_xml(doc: dict) -> str:
         time=f"{doc.get('duration_s', 0):.3f}",
     )
     for r in cases:
-        tc = ET.SubElement(suite, "testcase", classname=r["id"].rsplit(".", 1)[0], name=r["id"], time=f"{r.get('duration_s', 0):.3f}")
+        tc = ET.SubElement(suite, "testcase", classname=_xml(r["id"]).rsplit(".", 1)[0], name=_xml(r["id"]), time=f"{r.get('duration_s', 0):.3f}")
         detail = f"{r['requirement']}\nbehaviour: {r.get('behaviour')}\nexpected: {_short(r.get('expected'), 500)}\nactual: {_short(r.get('actual'), 500)}\nchunk: {r.get('chunk')}\nnote: {r.get('note')}"
         if r["verdict"] == "fail":
-            ET.SubElement(tc, "failure", message=f"{r.get('behaviour')}: {_short(r.get('actual'))}").text = detail
+            ET.SubElement(tc, "failure", message=_xml(f"{r.get('behaviour')}: {_short(r.get('actual'))}")).text = _xml(detail)
         elif r["verdict"] == "error":
-            ET.SubElement(tc, "error", message=_short(r.get("note") or "error")).text = detail
+            ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error"))).text = _xml(detail)
         elif r["verdict"] == "skip":
-            ET.SubElement(tc, "skipped", message=r.get("note") or "")
+            ET.SubElement(tc, "skipped", message=_xml(r.get("note") or ""))
         else:
-            ET.SubElement(tc, "system-out").text = f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip()
+            ET.SubElement(tc, "system-out").text = _xml(f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip())
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.tostring(root, encoding="unicode")
 
 
 def write_outputs(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write both files atomically. The caller checked `out_dir` first (harness.outputs.output_dir), before any work."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    j = out / "conformance.json"
-    j.write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
-    x = out / "junit.xml"
-    x.write_text(junit_xml(doc))
+    j, x = out / OUTPUT_NAMES[0], out / OUTPUT_NAMES[1]
+    atomic_write_text(j, to_json(doc))
+    atomic_write_text(x, junit_xml(doc))
     return j, x
 
 
 def print_table(doc: dict, console: Any = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    t = Table(title=f"conformance · {doc.get('engine', {}).get('name') or doc.get('engine', {}).get('url', '')} · expectations {doc.get('expectations')}")
+    engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+    target = engine.get("name") or redact_url(engine.get("url", ""))
+    t = Table(title=escape(f"conformance · {target} · expectations {doc.get('expectations')}"))
     for col in ("case", "level", "verdict", "detail"):
         t.add_column(col, overflow="fold")
     for r in doc.get("cases", []):
@@ -78,12 +119,14 @@ def print_table(doc: dict, console: Any = None) -> None:
             detail = f"{r.get('behaviour')}: {_short(r.get('quirk_reason'), 90)}"
         else:
             detail = _short(r.get("note") or (r.get("actual") if r["verdict"] == "info" else ""), 100)
-        t.add_row(r["id"], r["level"], f"[{STYLE.get(r['verdict'], '')}]{v}[/]", detail)
+        # server text (error messages, chunk contents) is data, never markup
+        t.add_row(escape(str(r["id"])), escape(str(r["level"])), f"[{STYLE.get(r['verdict'], '')}]{escape(v)}[/]",
+                  escape(str(detail)))  # fmt: skip
     console.print(t)
     c = doc.get("counts", {})
     line = "  ".join(f"{k}={c.get(k, 0)}" for k in ("pass", "fail", "quirk", "skip", "info", "error"))
-    console.print(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}")
+    console.print(escape(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}"))
     if doc.get("aborted"):
-        console.print(f"[bold magenta]aborted: {doc['aborted']}[/]")
+        console.print(f"[bold magenta]aborted: {escape(str(doc['aborted']))}[/]")
     if doc.get("unexpected_passes"):
-        console.print(f"[yellow]expected quirks that no longer happen: {', '.join(doc['unexpected_passes'])}[/]")
+        console.print(f"[yellow]expected quirks that no longer happen: {escape(', '.join(doc['unexpected_passes']))}[/]")

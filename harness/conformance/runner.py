@@ -1,5 +1,7 @@
 """Run cases against a live engine. A case never takes the run down: exceptions become `error`, a per-case timeout
-bounds a hang, and when the engine dies the report names the case that was running and marks the rest `error`."""
+bounds a hang, the whole suite has a wall-time bound (`max_wall_s`), and when the server stops answering the report
+says so (an engine that died, a server that stopped answering, or one that never gave an HTTP response at all), names
+the case that was running, and marks the rest `error`."""
 
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import httpx
-
 from harness.conformance.context import Ctx
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import Case, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import all_cases, select
+from harness.net import redact_url
 
-__all__ = ["SuiteReport", "run_suite", "run_suite_sync", "discover_model"]
+__all__ = ["SuiteReport", "run_suite", "run_suite_sync", "discover_model", "MAX_SUITE_S"]
+
+MAX_SUITE_S = 600.0  # the full suite takes a few minutes on a slow CPU; a broken server must not take an hour
 
 
 @dataclass
@@ -26,7 +29,7 @@ class SuiteReport:
     results: list[CaseResult] = field(default_factory=list)
     started_at: float = 0.0
     duration_s: float = 0.0
-    aborted: str | None = None  # "engine died during <case id>"
+    aborted: str | None = None  # why the rest was not run: "engine died during <case id>", a bound, no server
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {v.value: 0 for v in Verdict}
@@ -53,29 +56,38 @@ class SuiteReport:
 
 
 async def discover_model(ctx: Ctx) -> str:
-    try:
-        r = await ctx.client.get("/v1/models")
-        data = r.json().get("data") or []
-        return str(data[0]["id"]) if data else ""
-    except Exception:
-        return ""
+    t = await ctx.get("/v1/models", sse=False, max_duration_s=min(10.0, ctx.max_stream_s), max_bytes=1 << 20)
+    doc, _ = t.body_json()
+    data = doc.get("data") if isinstance(doc, dict) else None
+    first = data[0] if isinstance(data, list) and data else None
+    return str(first["id"]) if isinstance(first, dict) and isinstance(first.get("id"), str) else ""
 
 
 async def _engine_alive(ctx: Ctx) -> bool:
     if ctx.engine_dead():
         return False
-    try:
-        r = await ctx.client.get("/health", timeout=5.0)
-        return r.status_code == 200
-    except httpx.HTTPError:
-        return False
+    # bounded in wall time: a server that drips a byte a second never trips a per-read timeout
+    t = await ctx.get("/health", sse=False, max_duration_s=min(5.0, ctx.max_stream_s), max_bytes=1 << 16)
+    return t.status == 200
 
 
-async def _run_one(case: Case, ctx: Ctx) -> Check:
+def _why_gone(ctx: Ctx, case_id: str) -> str:
+    """What to tell the user when the liveness check fails after a case."""
+    if ctx.engine_dead():
+        return f"engine died during {case_id}"  # notes read "not run: the engine died during ..."
+    if not ctx.answered:
+        err = f" ({ctx.first_error})" if ctx.first_error else ""
+        return (f"no HTTP server answered at {redact_url(ctx.base_url)}{err}: nothing listens there, or it does not "
+                f"speak HTTP; no case was judged")  # fmt: skip
+    who = "engine" if ctx.engine is not None else "server"
+    return f"the {who} stopped answering during {case_id}"
+
+
+async def _run_one(case: Case, ctx: Ctx, timeout_s: float, bound: str) -> Check:
     try:
-        return await asyncio.wait_for(case.run(ctx), timeout=case.timeout_s)
+        return await asyncio.wait_for(case.run(ctx), timeout=timeout_s)
     except asyncio.TimeoutError:
-        return errored(f"case did not finish within {case.timeout_s:.0f}s")
+        return errored(f"case did not finish within {timeout_s:.3g}s{bound}")
     except Exception as exc:  # a harness bug or an unforeseen answer: the case could not be judged
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return errored(f"harness error: {tb}")
@@ -87,31 +99,43 @@ async def run_suite(
     patterns: list[str] | None = None,
     engine_info: dict[str, Any] | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
+    max_wall_s: float = MAX_SUITE_S,
 ) -> SuiteReport:
+    """Run the selected cases in order. `max_wall_s` bounds the whole suite: a case gets at most the time left,
+    and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it."""
     report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time())
     t0 = time.monotonic()
-    if not ctx.model:
-        ctx.model = await discover_model(ctx)
-    report.engine.setdefault("url", ctx.base_url)
-    report.engine.setdefault("model", ctx.model)
+    deadline = t0 + max_wall_s
+    if "url" in report.engine:
+        report.engine["url"] = redact_url(report.engine["url"])
+    report.engine.setdefault("url", redact_url(ctx.base_url))
     cases = select(all_cases(), patterns)
-    dead_during: str | None = None
+    stopped: str | None = None  # why the remaining cases are not run
     try:
+        if not ctx.model:
+            ctx.model = await discover_model(ctx)
+        report.engine.setdefault("model", ctx.model)
         for case in cases:
-            if dead_during is not None:
-                chk = errored(f"not run: the engine died during {dead_during}")
-                res = resolve(case, chk, ctx.exp)
+            left = deadline - time.monotonic()
+            if stopped is None and left <= 0:
+                stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached before {case.id}"
+            if stopped is not None:
+                why = f"the {stopped}" if stopped.startswith("engine died") else stopped
+                res = resolve(case, errored(f"not run: {why}"), ctx.exp)
             elif (reason := ctx.exp.skip_reason(case.id)) is not None:
                 res = resolve(case, skipped(reason), ctx.exp)
             else:
                 c0 = time.monotonic()
-                chk = await _run_one(case, ctx)
+                by_suite = left < case.timeout_s
+                bound = f" (the suite's wall-time bound of {max_wall_s:g}s)" if by_suite else ""
+                chk = await _run_one(case, ctx, min(case.timeout_s, left), bound)
                 res = resolve(case, chk, ctx.exp, time.monotonic() - c0)
-                if chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
-                    dead_during = case.id
-                    report.aborted = f"engine died during {case.id}"
+                if by_suite and time.monotonic() >= deadline:
+                    stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
+                elif chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
+                    stopped = report.aborted = _why_gone(ctx, case.id)
                     res.verdict = Verdict.ERROR.value
-                    res.note = f"the engine died during this case; {res.note}".strip("; ")
+                    res.note = f"{stopped}; {res.note}".strip("; ")
                     tail = _log_tail(ctx)
                     if tail:
                         res.extra["engine_log_tail"] = tail

@@ -1,6 +1,8 @@
 """Stream-shape checks: pure functions StreamView -> Check. Shared by live runs and `harness check-stream`.
 
 Reference = the OpenAI streaming contract. Every function tolerates any garbage in the view (never raises).
+A check that looks for something wrong in every chunk skips when there are no chunks (`@needs_chunks`): no observation
+is not a pass (json-chunks reports the empty stream itself), and a vacuous pass would even mark a declared quirk as fixed.
 `SHAPE_CHECKS` maps a check name to (function, level, requirement, kinds it applies to).
 """
 
@@ -15,6 +17,23 @@ __all__ = ["SHAPE_CHECKS", "streamed_text", "per_index", "is_role_only", "usage_
 
 FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter", "function_call"}
 OBJECT = {"chat": "chat.completion.chunk", "completions": "text_completion"}
+
+
+def needs_chunks(error_events: bool = False):
+    """Skip when the stream holds no JSON chunk to judge; only no-error-event judges error events too."""
+
+    def deco(check: Callable[[StreamView], Check]) -> Callable[[StreamView], Check]:
+        def guarded(view: StreamView) -> Check:
+            judged = [o for _, o in view.objects() if error_events or "error" not in o]
+            if not judged:
+                status = f" (HTTP {view.status})" if view.status not in (None, 200) else ""
+                return skipped(f"no JSON chunks to check{status}; see json-chunks")
+            return check(view)
+
+        guarded.__name__, guarded.__doc__ = check.__name__, check.__doc__
+        return guarded
+
+    return deco
 
 
 def _kind(view: StreamView) -> str:
@@ -103,6 +122,7 @@ def json_chunks(view: StreamView) -> Check:
     return passed(f"{len(view.chunks)} chunks")
 
 
+@needs_chunks(error_events=True)
 def no_error_event(view: StreamView) -> Check:
     for n, obj in view.objects():
         if "error" in obj:
@@ -159,6 +179,7 @@ def consistent_model(view: StreamView) -> Check:
     return _consistent(view, "model", "missing-model")
 
 
+@needs_chunks()
 def object_name(view: StreamView) -> Check:
     want = OBJECT[_kind(view)]
     for n, o in view.objects():
@@ -188,6 +209,7 @@ def role_first(view: StreamView) -> Check:
     return passed(f"{len(idx)} choice index(es)")
 
 
+@needs_chunks()
 def role_once(view: StreamView) -> Check:
     for i, seq in sorted(per_index(view).items()):
         for n, _, c in seq[1:]:
@@ -213,6 +235,7 @@ def one_finish_reason(view: StreamView) -> Check:
     return passed()
 
 
+@needs_chunks()
 def finish_reason_values(view: StreamView) -> Check:
     for n, o in view.objects():
         for c in choices(o):
@@ -226,6 +249,7 @@ def finish_reason_values(view: StreamView) -> Check:
     return passed()
 
 
+@needs_chunks()
 def empty_deltas(view: StreamView) -> Check:
     count, where = 0, []
     for i, seq in per_index(view).items():
@@ -301,6 +325,7 @@ def usage_completion_count(view: StreamView) -> Check:
 _COMPLETION_CHOICE_KEYS = {"index", "text", "logprobs", "finish_reason", "stop_reason"}
 
 
+@needs_chunks()
 def no_extra_choice_fields(view: StreamView) -> Check:
     for n, o in view.objects():
         for c in choices(o):

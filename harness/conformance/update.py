@@ -16,10 +16,38 @@ from typing import Any
 
 import yaml
 
-from harness.errors import DataError, UsageError
-from harness.hashing import atomic_write_text
+from harness.conformance.model import Verdict
+from harness.errors import DataError
+from harness.outputs import atomic_write_text, output_file
+from harness.readers import MAX_INPUT_BYTES, read_json, read_yaml
 
-__all__ = ["propose", "update_expectations"]
+__all__ = ["propose", "update_expectations", "check_results"]
+
+MAX_RESULTS_BYTES = 64 << 20  # a conformance.json is tens of KB
+VERDICTS = {v.value for v in Verdict}
+
+
+def check_results(results: Any, path: object) -> dict:
+    """The fields `propose` reads, checked: one DataError naming the file and the field, never a traceback."""
+
+    def need(ok: bool, where: str, message: str) -> None:
+        if not ok:
+            raise DataError(f"{path}: {where}: {message}")
+
+    need(isinstance(results, dict), "(top level)", "not a conformance.json (want an object with a 'cases' list)")
+    need(isinstance(results.get("cases"), list), "cases", "no 'cases' list; is this a conformance.json?")
+    for i, r in enumerate(results["cases"]):
+        at = f"cases[{i}]"
+        need(isinstance(r, dict), at, f"must be an object, got {type(r).__name__}")
+        need(isinstance(r.get("id"), str) and r["id"].strip() == r["id"] != "", f"{at}.id", "must be a case id")
+        need(r.get("verdict") in VERDICTS, f"{at}.verdict", f"must be one of {', '.join(sorted(VERDICTS))}")
+        for key in ("behaviour", "level", "note"):
+            need(r.get(key) is None or isinstance(r[key], str), f"{at}.{key}", "must be a string")
+        need(isinstance(r.get("unexpected_pass", False), bool), f"{at}.unexpected_pass", "must be true or false")
+        if r["verdict"] == "fail":
+            tag = r.get("behaviour")
+            need(tag is None or (tag.strip() == tag and "\n" not in tag), f"{at}.behaviour", "must be a one-line tag")
+    return results
 
 
 def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict[str, Any], list[str]]:
@@ -44,7 +72,7 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
             del cases[cid]
             changes.append(f"- {cid}: the declared quirk no longer happens")
         elif verdict == "error":
-            changes.append(f"! {cid}: error (harness could not run it), not written: {r.get('note', '')[:100]}")
+            changes.append(f"! {cid}: error (harness could not run it), not written: {(r.get('note') or '')[:100]}")
     out = dict(raw)
     out["cases"] = dict(sorted(cases.items()))
     return out, changes
@@ -52,19 +80,13 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
 
 def update_expectations(results_path: str | Path, expect_path: str | Path, out_path: str | Path, *,
                         force: bool = False) -> list[str]:
+    """Write the proposal to `out_path`: never over the results, over the expectation file only with --force."""
     results_path, expect_path, out_path = Path(results_path), Path(expect_path), Path(out_path)
-    try:
-        results = json.loads(results_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{results_path}: not a readable conformance.json ({exc})") from None
-    if not isinstance(results, dict) or not isinstance(results.get("cases"), list):
-        raise DataError(f"{results_path}: no 'cases' list; is this a conformance.json?")
-    try:
-        raw = yaml.safe_load(expect_path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise DataError(f"{expect_path}: not a readable expectation file ({exc})") from None
-    if out_path.exists() and not force:
-        raise UsageError(f"{out_path} exists; pass --force to overwrite it")
+    inputs = [results_path] if force else [results_path, expect_path]
+    output_file(out_path, force=force, inputs=inputs, what="--out")  # before reading: a refused --out costs nothing
+    results = check_results(read_json(results_path, "conformance results", max_bytes=MAX_RESULTS_BYTES,
+                                      error=DataError), results_path)  # fmt: skip
+    raw = read_yaml(expect_path, "expectation", max_bytes=MAX_INPUT_BYTES) or {}
     new, changes = propose(results, raw, note=f"{time.strftime('%Y-%m-%d')} from {results_path}")
     header = (f"# Proposed by `harness update-expectations` from {results_path} over {expect_path}.\n"
               "# Every REVIEW reason was written by the tool: read it, then say why the engine does this.\n")

@@ -2,18 +2,21 @@
 
 Recorded files may be raw SSE bytes as captured (framed: [DONE] and comments are visible), a JSON list of chunk
 objects as TGI's tests store them (unframed: framing cases skip), or a saved Trace (`Trace.to_dict()` JSON).
-Building a view never raises on garbage; unparseable data chunks stay in the view with their error.
+Building a view never raises on garbage; unparseable data chunks stay in the view with their error. Reading a file
+goes through the bounded readers: a file that is no stream at all (an error body, a corrupt trace, nesting too deep,
+unreadable) is one DataError naming it.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.client import Trace, TraceEvent
-from harness.sse import parse_sse_bytes
+from harness.errors import DataError
+from harness.readers import parse_json, read_bytes
+from harness.sse import BOM, parse_sse_bytes
 
 __all__ = ["Chunk", "StreamView", "from_trace", "from_chunks", "load_recorded", "choices", "guess_kind"]
 
@@ -80,26 +83,55 @@ def _from_sse_bytes(blob: bytes, source: str) -> StreamView:
     return v
 
 
+MAX_RECORDED_BYTES = 64 << 20  # a recorded stream is KBs; the cap keeps a wrong file from filling memory
+
+
+def _is_response(doc: dict) -> bool:
+    """A single non-stream completion response (what a request without stream=true returns)."""
+    ch = doc.get("choices")
+    return (doc.get("object") in ("chat.completion", "text_completion") and isinstance(ch, list)) or (
+        isinstance(ch, list) and bool(ch) and all(isinstance(c, dict) and ("message" in c or "text" in c) for c in ch)
+    )
+
+
+def _from_trace_dict(doc: dict, p: Path) -> StreamView:
+    try:
+        trace = Trace.from_dict(doc)
+        if not isinstance(trace.events, list) or not all(isinstance(e.kind, str) for e in trace.events):
+            raise ValueError("events must be a list of events with a kind")
+        return from_trace(trace)
+    except Exception as exc:  # noqa: BLE001 - any shape error of a hostile file is one clear line
+        raise DataError(f"{p}: a saved trace that cannot be read ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
 def load_recorded(path: str | Path) -> StreamView | None:
-    """Load a recorded stream. Returns None when the file is a single non-stream JSON response."""
+    """Load a recorded stream. Returns None when the file is a single non-stream completion response; any other
+    JSON object (an error body, a corrupt trace) is a DataError: nothing to check is not a pass."""
     p = Path(path)
-    blob = p.read_bytes()
+    blob = read_bytes(p, "recorded stream", max_bytes=MAX_RECORDED_BYTES, error=DataError)
+    if blob.startswith(BOM):  # a BOM is not content (and would hide the first chunk of an SSE capture)
+        blob = blob[len(BOM) :]
     head = blob.lstrip()[:1]
-    if head in (b"[", b"{"):
-        try:
-            doc = json.loads(blob)
-        except ValueError:
-            doc = None
-        if isinstance(doc, list):
-            return from_chunks(doc, str(p))
-        if isinstance(doc, dict) and "events" in doc and "method" in doc:
-            try:
-                return from_trace(Trace.from_dict(doc))
-            except Exception:
-                pass
-        if isinstance(doc, dict):
-            return None
-    return _from_sse_bytes(blob, str(p))
+    if head not in (b"[", b"{"):
+        return _from_sse_bytes(blob, str(p))
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = blob[: exc.start].count(b"\n") + 1
+        raise DataError(f"{p}: line {line}: a JSON stream file that is not UTF-8 text") from None
+    doc = parse_json(text, p, "recorded stream", error=DataError)
+    if isinstance(doc, list):
+        return from_chunks(doc, str(p))
+    if isinstance(doc, dict) and "events" in doc and "method" in doc:
+        return _from_trace_dict(doc, p)
+    if isinstance(doc, dict) and _is_response(doc):
+        return None
+    if isinstance(doc, dict) and "error" in doc:
+        err = doc["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise DataError(f"{p}: an error response, not a stream ({str(msg)[:120]!r}): nothing to check")
+    raise DataError(f"{p}: a JSON {type(doc).__name__} that is neither a list of chunks, a saved trace nor a "
+                    f"completion response: nothing to check")  # fmt: skip
 
 
 def guess_kind(view: StreamView) -> str:

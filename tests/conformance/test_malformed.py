@@ -63,11 +63,24 @@ def test_disconnect_mid_body_is_recorded():
     assert t.events[0].t_ns > 0 and t.events[0].raw == GOOD
 
 
+class ExitedEngine:
+    """A launched engine whose process has exited (the runner asks exit_status(), and for the log tail)."""
+
+    def exit_status(self):
+        return 1
+
+    def log_tail(self):
+        return "Traceback: out of memory"
+
+
 def test_dead_engine_marks_the_rest_error_without_hanging():
     def handler(request):
         raise httpx.ConnectError("refused")
 
-    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), model="m", transport=httpx.MockTransport(handler))
+    # A port where nothing ever answered is not an engine that died: that message is tested in
+    # tests/hostile/test_conformance_hostile.py; here the engine is a launched process that exited.
+    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), model="m", transport=httpx.MockTransport(handler),
+                  engine=ExitedEngine())
     rep = asyncio.run(run_suite(ctx, patterns=["health", "chat.stream.role-first", "errors"]))
     assert rep.aborted == "engine died during health.health"
     assert [r.verdict for r in rep.results] == ["error"] * len(rep.results)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from harness.client import record
 from harness.conformance.cases.errors import error_shape
 from harness.conformance.model import Check, failed, passed, skipped
 from harness.conformance.registry import case
@@ -12,7 +11,7 @@ NO_KEY = "no API key configured (manifest server.api_key_env, or --api-key-env w
 
 async def _send(ctx, key: str | None, method: str, path: str, body=None):
     async with ctx.new_client(api_key=key) as c:
-        return await record(c, method, path, json=body)
+        return await ctx.record(c, method, path, json=body)
 
 
 async def _refused(ctx, key: str | None) -> Check:

@@ -13,7 +13,6 @@ import time
 
 import httpx
 
-from harness.client import record
 from harness.conformance.model import Check, errored, failed, passed, skipped
 
 LONG_TOKENS = 900
@@ -44,7 +43,7 @@ async def _one(ctx, body: dict, after_chunks: int):
     def stop(t) -> bool:
         return sum(1 for e in t.events if e.kind == "data") >= after_chunks
 
-    return await record(ctx.client, "POST", "/v1/completions", json=body, stop_after=stop, timeout=STREAM_TIMEOUT)
+    return await ctx.record(ctx.client, "POST", "/v1/completions", json=body, stop_after=stop, timeout=STREAM_TIMEOUT)
 
 
 async def run_cancellation(ctx, cut_points: list[int]) -> Check:
@@ -83,7 +82,7 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
         if grown > bound * len(cut_points) or (quiet.get(gen) or 0) > (after.get(gen) or 0):
             return failed("kept-generating", f"<= {bound * len(cut_points)} tokens after the disconnect", grown,
                           note=f"still growing while idle: {(quiet.get(gen) or 0) - (after.get(gen) or 0)}")
-    check = await record(ctx.client, "POST", "/v1/completions", json=ctx.completion(max_tokens=4))
+    check = await ctx.post("/v1/completions", ctx.completion(max_tokens=4))
     doc, err = check.body_json()
     ct = (doc or {}).get("usage", {}).get("completion_tokens") if isinstance(doc, dict) else None
     if check.status != 200 or err or ct != 4:

@@ -35,6 +35,11 @@ def _status_problem(t) -> Check | None:
     return None
 
 
+def _no_chunks(t) -> Check:
+    # a 200 with an empty stream shows nothing: that is a failure to stream, never a vacuous pass
+    return failed("no-chunks", "at least one data chunk", "none", note=f"stream ended: {t.ended or '?'} {t.error or ''}".strip())
+
+
 @case("chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason")
 async def n2(ctx) -> Check:
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
@@ -53,7 +58,10 @@ async def no_usage(ctx) -> Check:
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True))
     if (p := _status_problem(t)) is not None:
         return p
-    for n, o in from_trace(t).objects():
+    objs = from_trace(t).objects()
+    if not objs:
+        return _no_chunks(t)
+    for n, o in objs:
         if o.get("usage") is not None:
             return failed("usage-without-option", "no usage (or usage: null)", o.get("usage"), n)
     return passed()
@@ -66,6 +74,8 @@ async def continuous(ctx) -> Check:
     if (p := _status_problem(t)) is not None:
         return p
     objs = from_trace(t).objects()
+    if not objs:
+        return _no_chunks(t)
     last = -1
     for n, o in objs:
         u = o.get("usage")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from harness.errors import InstallError
 from harness.launch.base import harness_home
-from harness.manifest import Manifest
+from harness.manifest import LOCK_MAX_BYTES, Manifest, parse_lock_text
+from harness.readers import read_bytes, read_text
 
 __all__ = ["EngineEnv", "env_for", "ensure_env", "verify_env", "parse_lock", "lock_sha256"]
 
@@ -30,30 +31,24 @@ PLUGIN_NAME = "harness_vllm_platform"
 PLUGIN_VERSION = "3"
 MARKER = "harness-env.json"
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
-
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_lock(lock: Path) -> dict[str, str]:
-    """{normalized name: version} for every `name==version` pin; refuses a lock without hashes."""
-    pins: dict[str, str] = {}
-    text = lock.read_text()
-    for line in text.splitlines():
-        m = _PIN.match(line.strip())
-        if m:
-            pins[_norm(m.group(1))] = m.group(2)
-    if not pins:
-        raise InstallError(f"{lock}: no `name==version` pins found")
-    if text.count("--hash=sha256:") < len(pins):
-        raise InstallError(f"{lock}: every pin needs a --hash=sha256:... (found fewer hashes than pins)")
-    return pins
+    """{normalized name: version} for every `name==version` pin; refuses a lock any line of which is not an exact,
+    hashed pin (the same reading `harness validate` applies: harness.manifest.parse_lock_text)."""
+    text = read_text(lock, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
+    try:
+        pins = parse_lock_text(text)
+    except ValueError as exc:
+        raise InstallError(f"{lock}: {exc}") from None
+    return {_norm(name): version for name, version in pins.items()}
 
 
 def lock_sha256(lock: Path) -> str:
-    return hashlib.sha256(lock.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(lock, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.errors import ManifestError
+from harness.launch.argcheck import refused_arg, refused_env
 from harness.net import is_loopback_host
+from harness.readers import read_bytes
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -28,12 +31,23 @@ __all__ = [
     "DEFAULT_MANIFEST",
     "load_manifest",
     "is_loopback_host",
+    "parse_lock_text",
+    "read_lock",
 ]
 
-SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Used with fullmatch only: `$` also matches before a trailing newline, so "0.11.0\n" would pass with match().
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+VERSION = re.compile(r"\d+\.\d+\.\d+")
+PY_VERSION = re.compile(r"3\.\d+")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LOCK_MAX_BYTES = 16 << 20  # a hashed lock of a large engine is a few hundred KB
+
+
+def _shown(value: object) -> str:
+    """A value as one line (repr), cut short: error messages are one line and must not echo a whole file."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = REPO_ROOT / "manifests" / "vllm-0.11.0-cpu.yaml"
@@ -50,8 +64,8 @@ class EngineSpec(_Strict):
     @field_validator("version")
     @classmethod
     def _exact(cls, v: str) -> str:
-        if not VERSION.match(v):
-            raise ValueError(f"must be an exact version like 0.11.0, got {v!r}")
+        if not VERSION.fullmatch(v):
+            raise ValueError(f"must be an exact version like 0.11.0, got {_shown(v)}")
         return v
 
 
@@ -66,15 +80,15 @@ class PythonRuntime(_Strict):
     @field_validator("version")
     @classmethod
     def _pyver(cls, v: str) -> str:
-        if not re.match(r"^3\.\d+$", v):
-            raise ValueError(f"must be a Python minor version like 3.11, got {v!r}")
+        if not PY_VERSION.fullmatch(v):
+            raise ValueError(f"must be a Python minor version like 3.11, got {_shown(v)}")
         return v
 
     @field_validator("lock_sha256")
     @classmethod
     def _lockhash(cls, v: str | None) -> str | None:
-        if v is not None and not SHA256_HEX.match(v):
-            raise ValueError("must be 64 lowercase hex characters")
+        if v is not None and not SHA256_HEX.fullmatch(v):
+            raise ValueError(f"must be 64 lowercase hex characters, got {_shown(v)}")
         return v
 
 
@@ -88,8 +102,8 @@ class DockerRuntime(_Strict):
     @field_validator("digest")
     @classmethod
     def _digest(cls, v: str | None) -> str | None:
-        if v is not None and not DIGEST.match(v):
-            raise ValueError(f"must look like sha256:<64 hex>, got {v!r}")
+        if v is not None and not DIGEST.fullmatch(v):
+            raise ValueError(f"must look like sha256:<64 hex>, got {_shown(v)}")
         return v
 
 
@@ -112,8 +126,8 @@ class ModelSpec(_Strict):
     @field_validator("sha256")
     @classmethod
     def _hash(cls, v: str) -> str:
-        if not SHA256_HEX.match(v):
-            raise ValueError("must be 64 lowercase hex characters (the model content hash)")
+        if not SHA256_HEX.fullmatch(v):
+            raise ValueError(f"must be 64 lowercase hex characters (the model content hash), got {_shown(v)}")
         return v
 
 
@@ -129,22 +143,31 @@ class ServerSpec(_Strict):
     @classmethod
     def _loopback(cls, v: str) -> str:
         if not is_loopback_host(v):
-            raise ValueError(f"engines bind loopback only; {v!r} is not a loopback address")
+            raise ValueError(f"engines bind loopback only; {_shown(v)} is not a loopback address")
         return v
 
     @field_validator("api_key_env")
     @classmethod
     def _envname(cls, v: str | None) -> str | None:
-        if v is not None and not ENV_NAME.match(v):
-            raise ValueError("must be an environment variable *name*, not a key")
+        if v is not None and not ENV_NAME.fullmatch(v):
+            raise ValueError("must be an environment variable *name*, not a key")  # the value is not shown: it may be one
         return v
 
+    # The engine kind comes from the validation context (load_manifest passes it); without it every kind's rules apply.
     @field_validator("args")
     @classmethod
-    def _no_host_args(cls, v: list[str]) -> list[str]:
-        for a in v:
-            if a.split("=")[0] in ("--host", "--hostname", "--port", "--api-key"):
-                raise ValueError(f"{a.split('=')[0]} is set by the harness (server.host/port/api_key_env), not in args")
+    def _no_harness_args(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        problem = refused_arg((info.context or {}).get("engine_kind"), v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _no_harness_env(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        problem = refused_env((info.context or {}).get("engine_kind"), v)
+        if problem:
+            raise ValueError(problem)
         return v
 
 
@@ -178,26 +201,110 @@ class Manifest(_Strict):
         return hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path else ""
 
 
+# pip requirement-file options a hashed lock may carry on a line of their own (where to find the pinned files).
+_LOCK_OPTIONS = {"--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--no-index", "--only-binary",
+                 "--no-binary", "--prefer-binary", "--require-hashes", "--pre"}  # fmt: skip
+_REQUIREMENT = re.compile(
+    r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[A-Za-z0-9._,\s-]*\])?"
+    r"\s*==\s*(?P<version>[A-Za-z0-9](?:[A-Za-z0-9.+!_-]*[A-Za-z0-9])?)\s*(?:;\s*\S.*)?"
+)
+_LOCK_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+_COMMENT = re.compile(r"(^|\s+)#.*$")  # pip's rule: '#' at the start or after whitespace starts a comment
+
+
+def _logical_lines(text: str):
+    """(first physical line number, joined line) as pip reads a requirements file: a trailing backslash continues
+    the line, a comment line ends it."""
+    start, parts = 0, []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.endswith("\\") and not _COMMENT.match(line):
+            start = start or n
+            parts.append(line.strip("\\"))
+            continue
+        if parts:
+            yield start, "".join(parts) + (" " + line if _COMMENT.match(line) else line)
+            start, parts = 0, []
+        else:
+            yield n, line
+    if parts:
+        yield start, "".join(parts)
+
+
+def parse_lock_text(text: str) -> dict[str, str]:
+    """{name: exact version} of a hashed lock; ValueError('line N: ...') for the first line that is not
+    `name==exact-version` with `--hash=sha256:<64 hex>` (or an index/binary option line)."""
+    pins: dict[str, str] = {}
+    for n, line in _logical_lines(text):
+        line = _COMMENT.sub("", line).strip()
+        if not line:
+            continue
+        tokens = line.split()
+        if tokens[0].startswith("-"):
+            option = tokens[0].split("=", 1)[0]
+            if option not in _LOCK_OPTIONS:
+                raise ValueError(f"line {n}: option {_shown(option)} does not belong in a hashed lock")
+            continue
+        split = next((i for i, t in enumerate(tokens) if t.startswith("-")), len(tokens))
+        requirement, options = " ".join(tokens[:split]), " ".join(tokens[split:])
+        m = _REQUIREMENT.fullmatch(requirement)
+        if not m:
+            raise ValueError(f"line {n}: {_shown(requirement)} is not name==exact-version")
+        try:
+            words = shlex.split(options)
+        except ValueError as exc:
+            raise ValueError(f"line {n}: cannot read its options ({exc})") from None
+        hashes = []
+        while words:
+            word = words.pop(0)
+            if word == "--hash" and words:
+                word = "--hash=" + words.pop(0)
+            if not word.startswith("--hash="):
+                raise ValueError(f"line {n}: {m['name']}: option {_shown(word.split('=', 1)[0])} is not --hash")
+            if not _LOCK_HASH.fullmatch(word[len("--hash="):]):
+                raise ValueError(f"line {n}: {m['name']}: {_shown(word)} is not --hash=sha256:<64 hex>")
+            hashes.append(word)
+        if not hashes:
+            raise ValueError(f"line {n}: {m['name']}=={m['version']} has no --hash=sha256:...")
+        pins[m["name"]] = m["version"]
+    if not pins:
+        raise ValueError("no name==version requirements")
+    return pins
+
+
+def read_lock(manifest_path: Path, lock: Path, pinned_sha256: str | None = None) -> bytes:
+    """The lock file's bytes, bounded, checked against its pin and for its contents; ManifestError on any problem."""
+    field = "runtime.python.lock"
+    try:
+        data = read_bytes(lock, "lock", max_bytes=LOCK_MAX_BYTES)
+    except ManifestError as exc:
+        raise ManifestError(manifest_path, field, f"{_shown(str(lock))}: {exc.message}") from None
+    if pinned_sha256:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != pinned_sha256:
+            raise ManifestError(manifest_path, "runtime.python.lock_sha256", f"pinned {pinned_sha256}, lock file has {actual}")
+    try:
+        parse_lock_text(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ManifestError(manifest_path, field, f"{_shown(str(lock))}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise ManifestError(manifest_path, field, f"{_shown(str(lock))} {exc}") from None
+    return data
+
+
 def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
     """Load and validate a manifest; every problem is a ManifestError naming the file and the field."""
     p = Path(path)
     raw = read_yaml_mapping(p, "manifest", "engine, runtime, model, server")
-    m = validate_as(Manifest, raw, p)
+    engine = raw.get("engine")
+    kind = engine.get("kind") if isinstance(engine, dict) else None
+    m = validate_as(Manifest, raw, p, context={"engine_kind": kind if isinstance(kind, str) else None})
     m = m.model_copy(update={"path": p.resolve()})
     if m.runtime.docker is not None and m.runtime.docker.digest is None and require_digest:
         raise ManifestError(
             p, "runtime.docker.digest", "missing: an image is pinned by sha256 digest (run `harness pin` where the image is present)"
         )
     if m.runtime.python is not None:
-        lock = m.lock_path
-        if not lock.is_file():
-            raise ManifestError(p, "runtime.python.lock", f"lock file not found: {lock}")
-        if m.runtime.python.lock_sha256:
-            actual = hashlib.sha256(lock.read_bytes()).hexdigest()
-            if actual != m.runtime.python.lock_sha256:
-                raise ManifestError(
-                    p, "runtime.python.lock_sha256", f"pinned {m.runtime.python.lock_sha256}, lock file has {actual}"
-                )
+        read_lock(p, m.lock_path, m.runtime.python.lock_sha256)
     if not m.model_is_reference and not m.resolve(m.model.source).is_dir():
-        raise ManifestError(p, "model.source", f"not 'reference-tiny' and not a directory: {m.model.source}")
+        raise ManifestError(p, "model.source", f"not 'reference-tiny' and not a directory: {_shown(m.model.source)}")
     return m

@@ -42,12 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import RefusedError
+from harness.errors import HarnessError, OutputError, RefusedError
 from harness.hashing import tree_hash
+from harness.readers import read_json
 
 __all__ = [
     "REFERENCE_SEED",
     "REFERENCE_MODEL_SPEC",
+    "REFERENCE_FILE_NAMES",
     "SPECIAL_TOKENS",
     "CHAT_TEMPLATE",
     "build_reference_model",
@@ -95,6 +97,10 @@ REFERENCE_MODEL_SPEC: dict = {
     # lm_head rows of EOS and of bytes other than printable ASCII and "\n" are multiplied by this
     "lm_head_damping": 0.8,
 }
+
+# The files reference_files() returns (without computing the weights).
+REFERENCE_FILE_NAMES = ("config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json",
+                        "tokenizer.json", "tokenizer_config.json")  # fmt: skip
 
 # lm_head rows multiplied by lm_head_damping: EOS and every byte that is not printable ASCII or "\n".
 _DAMPED_ROWS = [b for b in range(256) if not (32 <= b < 127 or b == 10)] + [EOS_ID]
@@ -305,20 +311,60 @@ def write_reference_model(directory: Path) -> None:
             f.write(data)
 
 
+def _is_reference_model(directory: Path) -> bool:
+    """True when `directory` holds only files of a reference model and its config.json has the reference shape: the
+    one kind of non-empty directory `model build --force` may replace (a real model has the same file names)."""
+    names = set(REFERENCE_FILE_NAMES)
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return False
+    if not entries or any(e.name not in names or not e.is_file(follow_symlinks=False) for e in entries):
+        return False
+    try:
+        config = read_json(directory / "config.json", "model config", max_bytes=1 << 20)
+    except HarnessError:
+        return False
+    s = REFERENCE_MODEL_SPEC
+    shape = {"model_type": "llama", "vocab_size": s["vocab_size"], "hidden_size": s["hidden_size"],
+             "num_hidden_layers": s["num_hidden_layers"], "architectures": [s["architecture"]]}  # fmt: skip
+    return isinstance(config, dict) and all(config.get(k) == v for k, v in shape.items())
+
+
+def _check_destination(dest: Path, force: bool) -> None:
+    """Never delete or overwrite what is not a reference model: refuse the current directory (or one holding it), a
+    symlink, a file, and a non-empty directory that is not a reference model even with force; an existing reference
+    model only with force."""
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if dest == cwd or dest in cwd.parents:
+        raise RefusedError(f"{dest}: is the current directory or holds it; give a new or empty directory for the model")
+    if dest.is_symlink():
+        raise RefusedError(f"{dest}: is a symlink; refusing to replace it (give a new or empty directory)")
+    if dest.exists() and not dest.is_dir():
+        raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite it (even with --force)")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not _is_reference_model(dest):
+            raise RefusedError(
+                f"{dest}: directory is not empty and does not hold a reference model; refusing to overwrite it "
+                f"(even with --force): give a new or empty directory"
+            )
+        if not force:
+            raise RefusedError(f"{dest}: already holds a reference model; refusing to overwrite it (use --force)")
+
+
 def build_reference_model(dest: Path, force: bool = False) -> str:
     """Write the reference model into `dest` and return its content hash (harness.hashing.tree_hash).
 
-    Built in a temporary directory beside `dest`, then renamed into place. An existing non-empty `dest`
-    (or a non-directory) is refused unless force=True, in which case it is replaced.
+    Built in a temporary directory beside `dest`, then renamed into place. `dest` must be new, an empty directory,
+    or (with force) a reference model built before; anything else is refused (see _check_destination).
     """
-    dest = Path(dest)
-    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-        if not force:
-            raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite (use --force)")
-    elif dest.is_dir() and any(dest.iterdir()) and not force:
-        raise RefusedError(f"{dest}: directory is not empty; refusing to overwrite (use --force)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    dest = Path(os.path.abspath(dest))  # "." and "x/.." get a real name and parent
+    _check_destination(dest, force)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        raise OutputError(f"{dest}: cannot create the model directory: {exc.strerror}") from None
     try:
         os.chmod(tmp, 0o755)
         write_reference_model(tmp)
@@ -326,16 +372,16 @@ def build_reference_model(dest: Path, force: bool = False) -> str:
             with open(tmp / name, "rb") as f:
                 os.fsync(f.fileno())
         old = None
-        if dest.is_symlink() or dest.exists():
+        if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
             os.rmdir(old)
             os.replace(dest, old)
         os.replace(tmp, dest)
         if old is not None:
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old)
-            else:
-                old.unlink()
+            shutil.rmtree(old)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"{dest}: cannot write the model: {exc.strerror or exc}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -31,9 +31,10 @@ def field_name(loc: tuple) -> str:
     return ".".join(parts) or "(top level)"
 
 
-def validate_as(model: type[M], raw: dict, path: str | Path) -> M:
+def validate_as(model: type[M], raw: dict, path: str | Path, context: dict | None = None) -> M:
+    """`context` reaches the model's validators (ValidationInfo.context), e.g. the engine kind a manifest names."""
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=context)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ManifestError(path, field_name(err["loc"]), err["msg"].removeprefix("Value error, ")) from None

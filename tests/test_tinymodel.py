@@ -13,11 +13,13 @@ from harness.errors import RefusedError
 from harness.hashing import tree_hash
 from harness.tinymodel import (
     CHAT_TEMPLATE,
+    REFERENCE_FILE_NAMES,
     REFERENCE_MODEL_SPEC,
     REFERENCE_SEED,
     SPECIAL_TOKENS,
     build_reference_model,
     bytes_to_unicode,
+    reference_files,
     reference_weights,
 )
 
@@ -66,25 +68,38 @@ def test_no_leftover_temp_dirs(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["m"]
 
 
-def test_refuses_non_empty_dir_unless_forced(tmp_path):
+def test_refuses_non_empty_dir_even_forced(tmp_path):
     d = tmp_path / "m"
     d.mkdir()
     (d / "precious.txt").write_text("keep me")
+    for force in (False, True):  # --force replaces a reference model only, never other files
+        with pytest.raises(RefusedError):
+            build_reference_model(d, force=force)
+        assert (d / "precious.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]
+
+
+def test_rebuilds_a_reference_model_only_when_forced(tmp_path):
+    d = tmp_path / "m"
+    build_reference_model(d)
+    (d / "model.safetensors").write_bytes(b"damaged")
     with pytest.raises(RefusedError):
         build_reference_model(d)
-    assert (d / "precious.txt").read_text() == "keep me"
-    h = build_reference_model(d, force=True)
-    assert h == EXPECTED_HASH
-    assert not (d / "precious.txt").exists()
+    assert build_reference_model(d, force=True) == EXPECTED_HASH
     assert [p.name for p in tmp_path.iterdir()] == ["m"]
 
 
 def test_refuses_a_file_in_the_way(tmp_path):
     f = tmp_path / "m"
     f.write_text("x")
-    with pytest.raises(RefusedError):
-        build_reference_model(f)
-    assert build_reference_model(f, force=True) == EXPECTED_HASH
+    for force in (False, True):
+        with pytest.raises(RefusedError):
+            build_reference_model(f, force=force)
+    assert f.read_text() == "x"
+
+
+def test_reference_file_names_constant():
+    assert tuple(sorted(reference_files())) == REFERENCE_FILE_NAMES == tuple(EXPECTED_FILES)
 
 
 def test_empty_existing_dir_is_fine(tmp_path):

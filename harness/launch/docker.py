@@ -113,7 +113,11 @@ def find_pinned_image(image: str, digest: str, client=None):
 
 
 def engine_args(spec: LaunchSpec) -> list[str]:
-    """Arguments given to the image's entrypoint: model, address and port set explicitly, then the manifest's args."""
+    """Arguments given to the image's entrypoint: model, address and port set explicitly, then the manifest's args.
+
+    The args cannot set what the harness sets (harness.launch.session.check_launch_inputs refuses it before a
+    container is created), so the order does not decide anything; tests rely on a later `--port` reaching the engine.
+    """
     m = spec.manifest
     cport = str(m.runtime.docker.container_port)
     user_args = list(m.server.args) + list(spec.extra_args)
@@ -129,11 +133,11 @@ def engine_args(spec: LaunchSpec) -> list[str]:
 
 def _environment(spec: LaunchSpec) -> dict[str, str]:
     m = spec.manifest
-    env = dict(OFFLINE_ENV)
+    env = dict(m.server.env)
+    env.update(spec.extra_env)
+    env.update(OFFLINE_ENV)  # the harness's own settings last, so the manifest cannot undo them
     if m.engine.kind == "tgi":
         env["USAGE_STATS"] = "off"
-    env.update(m.server.env)
-    env.update(spec.extra_env)
     key = spec.api_key()
     if key:  # by environment, so it is not on the command line (ps)
         env["API_KEY" if m.engine.kind == "tgi" else "VLLM_API_KEY"] = key

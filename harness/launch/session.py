@@ -7,20 +7,22 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.errors import RefusedError
+from harness.errors import ManifestError, RefusedError, UsageError
+from harness.launch.argcheck import refused_arg, refused_env
 from harness.launch.base import Engine, LaunchSpec, new_run_id
 from harness.launch.listening import listening_sockets, non_loopback
 from harness.launch.ports import choose_port
 from harness.launch.ready import verify_identity, wait_ready
 from harness.manifest import REPO_ROOT, Manifest, load_manifest
 
-__all__ = ["launch", "prepare", "start_verified", "reports_dir"]
+__all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs"]
 
 
 def reports_dir() -> Path:
@@ -43,6 +45,7 @@ def prepare(
 ) -> Engine:
     """Every check that must pass before a process starts: manifest, environment, model hash, port, Docker image."""
     m = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    check_launch_inputs(m, extra_args, extra_env or {})
     run_id = run_id or new_run_id()
     run_dir = Path(run_dir) if run_dir else reports_dir() / run_id
     from harness.models import resolve_model
@@ -66,6 +69,32 @@ def prepare(
     from harness.launch.subprocess_engine import SubprocessEngine
 
     return SubprocessEngine(spec)
+
+
+def check_launch_inputs(m: Manifest, extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:
+    """The one check of what reaches the engine's command line and environment besides the harness's own settings:
+    the manifest's server.args/env (again: a Manifest may be built without load_manifest) and the extra arguments
+    (`conform --extra-arg`, tests), read as the engine reads them (harness.launch.argcheck). Also refuses a manifest
+    whose api_key_env names an unset variable: the engine would quietly run without the key it is meant to require."""
+    kind = m.engine.kind
+    where = m.path or m.name
+    problem = refused_arg(kind, m.server.args)
+    if problem:
+        raise ManifestError(where, "server.args", problem)
+    problem = refused_env(kind, m.server.env)
+    if problem:
+        raise ManifestError(where, "server.env", problem)
+    problem = refused_arg(kind, extra_args)
+    if problem:
+        raise UsageError(f"extra engine argument (--extra-arg): {problem}")
+    problem = refused_env(kind, extra_env or {})
+    if problem:
+        raise UsageError(f"extra engine environment: {problem}")
+    name = m.server.api_key_env
+    if name and not os.environ.get(name):
+        raise RefusedError(
+            f"{where}: server.api_key_env: ${name} is not set (or empty); set it, or remove api_key_env to run without a key"
+        )
 
 
 def start_verified(engine: Engine, *, quiet: bool = False) -> dict:

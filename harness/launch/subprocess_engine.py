@@ -33,23 +33,25 @@ def _die_with_parent() -> None:
 
 
 def vllm_command(spec: LaunchSpec) -> list[str]:
+    """The harness's own flags come last: argparse keeps the last value given, so nothing before them can win."""
     m = spec.manifest
     return [
         str(spec.env_dir / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
+        *m.server.args, *spec.extra_args,
         "--model", str(spec.model_dir),
         "--served-model-name", m.model.served_name,
         "--host", spec.host, "--port", str(spec.port),
-        *m.server.args, *spec.extra_args,
     ]  # fmt: skip
 
 
 def engine_environment(spec: LaunchSpec) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "TRANSFORMERS_"))}
+    env.update(spec.manifest.server.env)
+    env.update(spec.extra_env)
+    # The harness's own settings last, so the manifest cannot undo them.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(spec.run_dir / "hf-home")})
     # Loopback only, for vLLM's internal torch.distributed rendezvous too (see harness.envs.PLUGIN_SOURCE).
     env.update({"VLLM_HOST_IP": spec.host, "GLOO_SOCKET_IFNAME": "lo"})
-    env.update(spec.manifest.server.env)
-    env.update(spec.extra_env)
     key = spec.api_key()
     if key:
         env["VLLM_API_KEY"] = key  # by environment, so the key never shows in argv / ps / logs

@@ -107,7 +107,7 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
         if kv == "auto":
             raise UsageError(f"model dtype {_shown(name)} (from --dtype or config.json torch_dtype) has no known size; "
                              "pass --dtype or --kv-cache-dtype") from None
-        raise UsageError(f"unknown KV cache dtype {_shown(kv_cache_dtype)}") from None
+        raise UsageError(f"unknown --kv-cache-dtype {_shown(kv_cache_dtype)} (auto or one of {', '.join(DTYPE_BYTES)})") from None
 
 
 @dataclass(frozen=True)

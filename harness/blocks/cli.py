@@ -80,6 +80,12 @@ class _OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"harness: error: {self.prog.removeprefix('harness ')}: {message} (see --help)\n")
 
+    def _get_values(self, action, arg_strings):
+        # Python 3.11 drops a lone "--" given as an option's value (`--min=--`) and hands back [] unconverted
+        if action.nargs is None and action.option_strings and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+        return super()._get_values(action, arg_strings)
+
 
 def register(sub) -> None:
     p = sub.add_parser("blocks", help="PagedAttention block math: capacity, waste, simulation, live check")

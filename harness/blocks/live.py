@@ -74,11 +74,13 @@ class Metrics:
 
 
 MAX_BODY_BYTES = 16 << 20  # /metrics of one engine is tens of KB; a completion of a few hundred tokens less
+TIMEOUT_S = 30.0  # whole-response bound of a scrape (completions get 300 s)
 
 
-def _fetch(client: httpx.Client, method: str, url: str, *, json: object = None, timeout: float = 30.0) -> bytes:
+def _fetch(client: httpx.Client, method: str, url: str, *, json: object = None, timeout: float | None = None) -> bytes:
     """A whole response body, bounded in bytes and in wall time: an endless or dripping answer ends the check
     (per-read timeouts alone would let a server that sends a byte a second hold it forever)."""
+    timeout = TIMEOUT_S if timeout is None else timeout
     end = time.monotonic() + timeout
     body = bytearray()
     with client.stream(method, url, json=json, timeout=timeout) as r:

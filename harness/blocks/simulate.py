@@ -22,7 +22,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from harness.blocks.limits import MAX_STEPS, MAX_WALL_S
+from harness.blocks import limits
 from harness.blocks.prefix import CacheRequest, KVCacheManager
 from harness.blocks.scenario import EngineSettings, SimRequestSpec, SimScenario, expand
 from harness.errors import UsageError
@@ -189,11 +189,13 @@ class SimulationLimit(UsageError):
 
 
 def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bool = False,
-        max_steps: int = MAX_STEPS, max_wall_s: float = MAX_WALL_S, **engine_overrides) -> SimResult:
+        max_steps: int | None = None, max_wall_s: float | None = None, **engine_overrides) -> SimResult:
     """Replay sc's requests (or the given specs, e.g. from a load-test scenario) until every one has finished.
 
-    Bounded: more than ``max_steps`` engine steps or ``max_wall_s`` real seconds raise SimulationLimit, and so does
-    a request that can never be scheduled (the cache is too small for it and nothing else is running)."""
+    Bounded: more than ``max_steps`` engine steps or ``max_wall_s`` real seconds (default: harness.blocks.limits)
+    raise SimulationLimit, and so does a request that can never finish or never be admitted."""
+    max_steps = limits.MAX_STEPS if max_steps is None else max_steps
+    max_wall_s = limits.MAX_WALL_S if max_wall_s is None else max_wall_s
     engine = EngineSettings(**{**sc.engine.__dict__, **engine_overrides})
     if not engine.step_time_s > 0:  # also false for NaN: the clock would never reach the next arrival
         raise UsageError(f"engine.step_time_s must be > 0, got {engine.step_time_s!r}")

@@ -1,0 +1,171 @@
+"""The reference tiny model (`harness.tinymodel`) as one GGUF file, written byte-identically on every machine.
+
+    digest = build_reference_gguf(DIR)     # DIR/model.gguf; returns harness.hashing.tree_hash(DIR)
+
+Same weights as the safetensors model (`tinymodel.reference_weights()`), same token ids, specials and chat template, in
+llama.cpp's layout (what `convert_hf_to_gguf.py` does for a LlamaForCausalLM), written with the `gguf` package:
+
+    architecture  llama, float32 tensors (general.file_type 0 = ALL_F32), GGUF v3, default 32-byte alignment
+    tensors       token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
+                  ffn_down}, output_norm, output; Q and K rows permuted for llama.cpp's interleaved rope (`_permute`,
+                  as convert_hf_to_gguf.py's LlamaModel.permute: HF's rotate-half pairs (i, i + d/2) become (2i, 2i+1))
+    tokenizer     model `gpt2` (byte-level BPE) with exactly the 260 tokens of tinymodel: 0..255 the GPT-2 ByteLevel
+                  character of that byte (NORMAL), 256 <pad>, 257 <s>, 258 </s>, 259 <unk> (CONTROL); no added tokens
+                  (more entries than the token-type array overflows it in the loader); pre-tokenizer `default`
+    merges        exactly one, `<s> </s>`: the loader refuses an empty merge list, and this pair can never apply
+                  (BPE starts from single characters and no other merge exists to build either side), so tokenisation
+                  is one token per byte, as in the HF tokenizer
+    specials      bos 257, eos 258, pad 256, unk 259; add_bos_token true (the HF post-processor prepends <s>),
+                  add_eos_token false; the chat template is tinymodel.CHAT_TEMPLATE
+
+Determinism: every key is added in one fixed order (the writer keeps insertion order), there is no timestamp, no
+path and no version string of the writer in the file, and tensors are little-endian float32 from a deterministic
+source; so the file, and the directory's tree hash, are the same on every machine and with any `gguf` release that
+writes GGUF v3 the same way (the unit test pins the hash).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import RefusedError
+from harness.hashing import tree_hash
+from harness.tinymodel import (
+    CHAT_TEMPLATE,
+    REFERENCE_MODEL_SPEC,
+    SPECIAL_TOKENS,
+    bytes_to_unicode,
+    reference_weights,
+)
+
+__all__ = ["GGUF_FILENAME", "GGUF_MODEL_NAME", "MERGES", "gguf_tensors", "write_reference_gguf", "build_reference_gguf"]
+
+GGUF_FILENAME = "model.gguf"
+GGUF_MODEL_NAME = "harness-tiny-reference"
+MERGES = ["<s> </s>"]
+
+
+def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """convert_hf_to_gguf.py LlamaModel.permute: reorder each head's rows from rotate-half to interleaved pairs."""
+    return np.ascontiguousarray(
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    )
+
+
+def gguf_tensors() -> list[tuple[str, np.ndarray]]:
+    """(GGUF tensor name, little-endian float32 array in HF [out, in] shape) in the order they are written."""
+    s = REFERENCE_MODEL_SPEC
+    w = reference_weights()
+    out = [("token_embd.weight", w["model.embed_tokens.weight"])]
+    for i in range(s["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        out += [
+            (f"blk.{i}.attn_norm.weight", w[p + "input_layernorm.weight"]),
+            (f"blk.{i}.attn_q.weight", _permute(w[p + "self_attn.q_proj.weight"], s["num_attention_heads"])),
+            (f"blk.{i}.attn_k.weight", _permute(w[p + "self_attn.k_proj.weight"], s["num_key_value_heads"])),
+            (f"blk.{i}.attn_v.weight", w[p + "self_attn.v_proj.weight"]),
+            (f"blk.{i}.attn_output.weight", w[p + "self_attn.o_proj.weight"]),
+            (f"blk.{i}.ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
+            (f"blk.{i}.ffn_gate.weight", w[p + "mlp.gate_proj.weight"]),
+            (f"blk.{i}.ffn_up.weight", w[p + "mlp.up_proj.weight"]),
+            (f"blk.{i}.ffn_down.weight", w[p + "mlp.down_proj.weight"]),
+        ]
+    out += [("output_norm.weight", w["model.norm.weight"]), ("output.weight", w["lm_head.weight"])]
+    for name, arr in out:
+        assert arr.dtype == np.dtype("<f4") and arr.flags.c_contiguous, name
+    return out
+
+
+def _tokens() -> tuple[list[str], list[int]]:
+    import gguf
+
+    b2u = bytes_to_unicode()
+    vocab = [b2u[b] for b in range(256)]
+    types = [int(gguf.TokenType.NORMAL)] * 256
+    for tok, tid in sorted(SPECIAL_TOKENS.items(), key=lambda kv: kv[1]):
+        assert tid == len(vocab), (tok, tid)
+        vocab.append(tok)
+        types.append(int(gguf.TokenType.CONTROL))
+    assert len(vocab) == REFERENCE_MODEL_SPEC["vocab_size"]
+    return vocab, types
+
+
+def write_reference_gguf(path: Path) -> None:
+    """Write the GGUF file at `path` (no atomicity; see build_reference_gguf)."""
+    import gguf
+
+    s = REFERENCE_MODEL_SPEC
+    wr = gguf.GGUFWriter(str(path), "llama")  # adds general.architecture first
+    wr.add_name(GGUF_MODEL_NAME)
+    wr.add_file_type(int(gguf.LlamaFileType.ALL_F32))
+    wr.add_vocab_size(s["vocab_size"])
+    wr.add_context_length(s["max_position_embeddings"])
+    wr.add_embedding_length(s["hidden_size"])
+    wr.add_block_count(s["num_hidden_layers"])
+    wr.add_feed_forward_length(s["intermediate_size"])
+    wr.add_head_count(s["num_attention_heads"])
+    wr.add_head_count_kv(s["num_key_value_heads"])
+    wr.add_key_length(s["head_dim"])
+    wr.add_value_length(s["head_dim"])
+    wr.add_rope_dimension_count(s["head_dim"])
+    wr.add_rope_freq_base(float(s["rope_theta"]))
+    wr.add_layer_norm_rms_eps(float(s["rms_norm_eps"]))
+    vocab, types = _tokens()
+    wr.add_tokenizer_model("gpt2")
+    wr.add_tokenizer_pre("default")
+    wr.add_token_list(vocab)
+    wr.add_token_types(types)
+    wr.add_token_merges(MERGES)
+    wr.add_bos_token_id(s["bos_token_id"])
+    wr.add_eos_token_id(s["eos_token_id"])
+    wr.add_pad_token_id(s["pad_token_id"])
+    wr.add_unk_token_id(s["unk_token_id"])
+    wr.add_add_bos_token(True)
+    wr.add_add_eos_token(False)
+    wr.add_chat_template(CHAT_TEMPLATE)
+    for name, arr in gguf_tensors():
+        wr.add_tensor(name, arr)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
+def build_reference_gguf(dest_dir: Path, force: bool = False) -> str:
+    """Write DIR/model.gguf and return tree_hash(DIR), built in a temporary directory beside DIR then renamed.
+
+    An existing non-empty DIR (or a non-directory) is refused unless force=True, in which case it is replaced.
+    """
+    dest = Path(dest_dir)
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        if not force:
+            raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite (use --force)")
+    elif dest.is_dir() and any(dest.iterdir()) and not force:
+        raise RefusedError(f"{dest}: directory is not empty; refusing to overwrite (use --force)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        os.chmod(tmp, 0o755)
+        write_reference_gguf(tmp / GGUF_FILENAME)
+        with open(tmp / GGUF_FILENAME, "rb") as f:
+            os.fsync(f.fileno())
+        old = None
+        if dest.is_symlink() or dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
+            os.rmdir(old)
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        if old is not None:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tree_hash(dest)

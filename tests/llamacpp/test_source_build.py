@@ -1,0 +1,173 @@
+"""harness.source_build on a fake llama.cpp archive: pinned sha256, safe extraction, target-only build, marker, reuse."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import source_build as sb
+from harness.errors import InstallError
+
+FAKE_CMAKE = """cmake_minimum_required(VERSION 3.14)
+project(fake C CXX)
+set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_executable(llama-server server.cpp)
+target_compile_definitions(llama-server PRIVATE FAKE_COMMIT="${LLAMA_BUILD_COMMIT}")
+add_executable(other broken.cpp)
+"""
+FAKE_MAIN = '#include <cstdio>\nint main() { std::printf("fake server %s\\n", FAKE_COMMIT); return 0; }\n'
+
+
+def _tar(path: Path, files: dict[str, bytes], extra=None) -> str:
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tf.addfile(info, io.BytesIO(data))
+        if extra:
+            extra(tf)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture()
+def fake(tmp_path):
+    top = "llama_cpp_python-9.9.9/vendor/llama.cpp/"
+    archive = tmp_path / "fake.tar.gz"
+    sha = _tar(archive, {
+        "llama_cpp_python-9.9.9/README.md": b"outside the subdir: not extracted\n",
+        top + "CMakeLists.txt": FAKE_CMAKE.encode(),
+        top + "server.cpp": FAKE_MAIN.encode(),
+        top + "broken.cpp": b"this does not compile\n",  # proves only the llama-server target is built
+    })  # fmt: skip
+    pin = sb.SourcePin("llama-cpp-python", "9.9.9", "fake.tar.gz", sha, "vendor/llama.cpp", "abc1234")
+    return archive, sha, pin, tmp_path / "home"
+
+
+def test_archive_mismatch_is_refused_showing_both(fake):
+    archive, sha, pin, home = fake
+    wrong = "0" * 64
+    with pytest.raises(InstallError) as e:
+        sb.ensure_llama_server(wrong, archive=archive, pin=pin, home=home, progress=lambda s: None)
+    assert wrong in str(e.value) and sha in str(e.value) and "\n" not in str(e.value)
+    assert not any((home / "builds").glob("*/bin"))
+
+
+def test_bad_sha_string_refused(fake):
+    archive, _, pin, home = fake
+    with pytest.raises(InstallError):
+        sb.ensure_llama_server("ABC", archive=archive, pin=pin, home=home)
+
+
+@pytest.mark.parametrize("bad", ["../evil", "/abs/evil", "top/vendor/llama.cpp/../../x", "link"])
+def test_unsafe_members_refused(tmp_path, bad):
+    archive = tmp_path / "bad.tar.gz"
+    files = {"top/vendor/llama.cpp/CMakeLists.txt": b"x"}
+
+    def extra(tf):
+        info = tarfile.TarInfo("top/vendor/llama.cpp/link" if bad == "link" else bad)
+        if bad == "link":
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tf.addfile(info)
+        else:
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+
+    _tar(archive, files, extra)
+    with pytest.raises(InstallError) as e:
+        sb.safe_extract(archive, tmp_path / "out", "vendor/llama.cpp")
+    assert "refusing" in str(e.value)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "x").exists()
+
+
+def test_missing_subdir_refused(tmp_path):
+    archive = tmp_path / "a.tar.gz"
+    _tar(archive, {"top/README": b"x"})
+    with pytest.raises(InstallError, match="no vendor/llama.cpp/"):
+        sb.safe_extract(archive, tmp_path / "out", "vendor/llama.cpp")
+
+
+def test_key_depends_on_every_input(fake):
+    _, sha, _, _ = fake
+    base = sb.build_key_inputs(sha)
+    assert sb.build_key(base) == sb.build_key(json.loads(json.dumps(base)))
+    for change in ({"archive_sha256": "1" * 64}, {"flags": base["flags"] + ["-DGGML_NATIVE=ON"]},
+                   {"cxx": {**base["cxx"], "full": "99.0.0"}}, {"cmake": "cmake version 0"}):
+        assert sb.build_key({**base, **change}) != sb.build_key(base)
+
+
+def test_build_verify_reuse_and_tamper(fake):
+    archive, sha, pin, home = fake
+    lines: list[str] = []
+    binary = sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, jobs=2, progress=lines.append)
+    out = subprocess.run([binary], capture_output=True, text=True).stdout
+    assert out == f"fake server {sb.LLAMA_CPP_SOURCE.commit}\n"  # the flags pin the real commit
+    assert any(line.startswith("[") and "%]" in line for line in lines), lines  # progress lines shown
+    d = binary.parent.parent
+    assert d.parent == home / "builds" and len(d.name) == 64
+    assert sorted(p.name for p in d.iterdir()) == ["bin", "build.log", "marker.json"]  # no sources, no objects
+    marker = json.loads((d / "marker.json").read_text())
+    assert marker["inputs"] == sb.build_key_inputs(sha) and marker["key"] == d.name
+    assert marker["binary_sha256"] == hashlib.sha256(binary.read_bytes()).hexdigest()
+    assert not [p for p in (home / "builds").iterdir() if p.name.endswith(".tmp") or p.name.endswith(".log")]
+
+    # second call: verified, not rebuilt
+    lines.clear()
+    mtime = binary.stat().st_mtime_ns
+    assert sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lines.append) == binary
+    assert binary.stat().st_mtime_ns == mtime and any("verified" in s for s in lines)
+    assert not any("building" in s for s in lines)
+
+    # tampered binary: refused with both hashes, one line
+    binary.write_bytes(binary.read_bytes() + b"\0")
+    with pytest.raises(InstallError) as e:
+        sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lambda s: None)
+    msg = str(e.value)
+    assert marker["binary_sha256"] in msg and hashlib.sha256(binary.read_bytes()).hexdigest() in msg and "\n" not in msg
+
+    # marker missing (interrupted build): removed and rebuilt
+    (d / "marker.json").unlink()
+    lines.clear()
+    again = sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lines.append)
+    assert again == binary and (d / "marker.json").is_file()
+    assert any("interrupted" in s for s in lines)
+
+
+def test_build_failure_is_one_line_and_keeps_the_log(tmp_path):
+    archive = tmp_path / "a.tar.gz"
+    top = "t/vendor/llama.cpp/"
+    sha = _tar(archive, {top + "CMakeLists.txt": FAKE_CMAKE.encode(), top + "server.cpp": b"syntax error here\n",
+                         top + "broken.cpp": b""})  # fmt: skip
+    pin = sb.SourcePin("p", "1", "a.tar.gz", sha, "vendor/llama.cpp", "abc")
+    home = tmp_path / "home"
+    with pytest.raises(InstallError) as e:
+        sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lambda s: None)
+    assert "cmake --build failed" in str(e.value) and "\n" not in str(e.value)
+    logs = list((home / "builds").glob("*.log"))
+    assert len(logs) == 1 and "syntax" in logs[0].read_text()
+    assert not [p for p in (home / "builds").iterdir() if p.is_dir()]  # no half-built directory left
+
+
+def test_concurrent_caller_waits_for_the_lock(fake):
+    archive, sha, pin, home = fake
+    key = sb.build_key(sb.build_key_inputs(sha))
+    (home / "builds").mkdir(parents=True)
+    lines: list[str] = []
+    result: list = []
+    with open(home / "builds" / f"{key}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        t = threading.Thread(target=lambda: result.append(
+            sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lines.append)))
+        t.start()
+        time.sleep(1.0)
+        assert result == [] and any("waiting for another build" in s for s in lines)
+    t.join(timeout=300)
+    assert result and result[0].is_file()

@@ -1,6 +1,7 @@
 """`harness load (MANIFEST | --url URL) SCENARIO --out DIR` and `harness report DIR`.
 
-Exit codes: 0 every SLO met and no abort; 1 an SLO failed or an abort threshold tripped; 2 bad input / refused.
+Exit codes: 0 every SLO met, no abort, at least one ok request and no failed request beyond what the scenario
+tolerates; 1 otherwise; 2 bad input / refused (checked before anything is sent or written).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.errors import DataError, UsageError
 
 __all__ = ["register", "cmd_load", "cmd_report"]
 
@@ -19,6 +20,7 @@ def register(sub) -> None:
     p.add_argument("args", nargs="+", metavar="[MANIFEST] SCENARIO", help="a manifest to launch (omit with --url) and a scenario YAML")
     p.add_argument("--url", help="base URL of a running server, e.g. http://127.0.0.1:8000")
     p.add_argument("--out", required=True, help="output directory (events.jsonl, summary.json/md, report.html)")
+    p.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --url (never needed for local engines)")
     p.add_argument("--model", help="model name to request (default: scenario, launched engine, or /v1/models)")
     p.add_argument("--api-key-env", help="environment variable holding the API key for --url")
@@ -30,8 +32,10 @@ def register(sub) -> None:
 
 
 def _print_verdict(s: dict, out: Path) -> int:
+    from harness.load.report import stopped_by
+
     m = s["metrics"]
-    line = (f"{s['scenario']}: {'PASS' if s['ok'] else 'FAIL'} · stopped by {s['stop_reason']} · "
+    line = (f"{s['scenario']}: {'PASS' if s['ok'] else 'FAIL'} · stopped by {stopped_by(s)} · "
             f"{m['requests']['ok']}/{m['requests']['total']} ok · TTFT p50 {(m['ttft_ms']['p50'] or 0):.1f} ms · "
             f"ITL p50 {(m['itl_ms']['p50'] or 0):.2f} ms · {(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s")
     print(line)
@@ -39,7 +43,8 @@ def _print_verdict(s: dict, out: Path) -> int:
         print(f"aborted: {s['abort']['detail']}")
     for c in s["slo_checks"]:
         if not c["ok"]:
-            print(f"SLO failed: {c['name']} = {c['value']} (limit {c['limit']})")
+            what = "failed" if c.get("kind") == "run" else "SLO failed"
+            print(f"{what}: {c['name']} = {c['value']} (limit {c.get('direction', '<=')} {c['limit']})")
     for f in s["server"].get("flags", []):
         print(f"server cross-check: {f}")
     for w in s["client"]["warnings"]:
@@ -50,25 +55,27 @@ def _print_verdict(s: dict, out: Path) -> int:
 
 def cmd_load(args) -> int:
     from harness.load.report import write_reports
-    from harness.load.runner import Target, check_target, run_scenario
+    from harness.load.runner import OUTPUT_NAMES, Target, check_target, run_scenario
     from harness.load.scenario import load_scenario
+    from harness.outputs import output_dir
 
     if args.url:
         if len(args.args) != 1:
             raise UsageError("with --url give only SCENARIO (no MANIFEST)")
         scenario_path, manifest_path = args.args[0], None
-        check_target(args.url, args.allow_remote)  # refuse before anything else happens
+        url = check_target(args.url, args.allow_remote)  # refuse before anything else happens
     else:
         if len(args.args) != 2:
             raise UsageError("give MANIFEST SCENARIO, or --url URL SCENARIO")
         manifest_path, scenario_path = args.args
     sc = load_scenario(scenario_path)
-    out = Path(args.out)
+    # Before any work (a launch, a request): never over an input, never over an earlier result without --force.
+    out = output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[scenario_path, manifest_path])
     progress = False if args.no_progress else None
     if manifest_path is None:
         key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        target = Target(args.url, model=args.model, api_key=key, allow_remote=args.allow_remote)
-        run_scenario(sc, target, out, progress=progress)
+        target = Target(url, model=args.model, api_key=key, allow_remote=args.allow_remote)
+        run_scenario(sc, target, out, progress=progress, force=args.force)
     else:
         from harness.launch.session import launch
         from harness.manifest import load_manifest
@@ -77,7 +84,7 @@ def cmd_load(args) -> int:
         with launch(manifest, run_dir=out) as engine:
             target = Target(engine.base_url, model=args.model or getattr(engine, "served_name", None),
                             api_key=getattr(engine, "api_key", None))
-            run_scenario(sc, target, out, progress=progress)
+            run_scenario(sc, target, out, progress=progress, force=args.force)
     s = write_reports(out)
     return _print_verdict(s, out)
 
@@ -86,5 +93,7 @@ def cmd_report(args) -> int:
     from harness.load.report import write_reports
 
     out = Path(args.dir)
+    if not out.is_dir():
+        raise DataError(f"{out}: {'not a directory' if out.exists() else 'no such directory'}; give a load output directory")
     s = write_reports(out)
     return _print_verdict(s, out)

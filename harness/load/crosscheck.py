@@ -194,7 +194,8 @@ def client_selfcheck(per: list[dict], client_cpu_s: float | None, wall_s: float 
     """Send lag and client CPU: is the client, not the server, the bottleneck?"""
     lags = [m["send_lag_ms"] for m in per if m.get("send_lag_ms") is not None]
     p99 = percentile(lags, 99) if lags else None
-    cpu_frac = (client_cpu_s / wall_s) if client_cpu_s is not None and wall_s else None
+    # a measured phase under a second (a run cut short) says nothing about the client's CPU share
+    cpu_frac = (client_cpu_s / wall_s) if client_cpu_s is not None and wall_s and wall_s >= 1.0 else None
     warnings = []
     if p99 is not None and p99 > lag_warn_ms:
         warnings.append(f"send lag p99 {p99:.1f} ms > {lag_warn_ms} ms: requests left later than scheduled; "

@@ -1,6 +1,10 @@
 """Reports from saved raw events: summary.json, summary.md and a self-contained report.html (inline SVG, no network).
 
 `build_summary(out_dir)` reads events.jsonl only, so `harness report DIR` re-renders everything from the raw events.
+
+The verdict (`ok`): every SLO met, no abort, an end record, at least one ok request, and no failed request beyond what the
+scenario tolerates (`slo.max_failed_requests`, or `slo.max_error_rate`; with neither, none). The target URL is shown
+without userinfo, also for files written before it was redacted at the source.
 """
 
 from __future__ import annotations
@@ -10,46 +14,17 @@ import json
 import math
 from pathlib import Path
 
-from harness.errors import DataError
-from harness.hashing import atomic_write_text
 from harness.load.crosscheck import client_selfcheck, server_crosscheck, timeline
+from harness.load.events import read_events
 from harness.load.metrics import aggregate
+from harness.net import redact_url
+from harness.outputs import atomic_write_text
 
-__all__ = ["read_events", "build_summary", "evaluate_slos", "write_reports", "render_markdown", "render_html"]
+__all__ = ["read_events", "build_summary", "evaluate_slos", "evaluate_run", "write_reports", "render_markdown",
+           "render_html", "stopped_by"]
 
 METRIC_LABELS = {"ttft_ms": "TTFT (first content)", "ttft_role_ms": "TTFT (role chunk)", "ttfb_ms": "time to first byte",
                  "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency", "send_lag_ms": "send lag"}
-
-
-def read_events(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no events file (was the run written to this directory?)")
-    run, end, reqs, scrapes = None, None, [], []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                if n > 1 and not line.endswith("\n"):
-                    break  # a torn last line from a killed run: keep everything before it
-                raise DataError(f"{path}:{n}: not valid JSON") from None
-            t = obj.get("type")
-            if t == "run":
-                run = obj
-            elif t == "request":
-                reqs.append(obj)
-            elif t == "scrape":
-                scrapes.append(obj)
-            elif t == "end":
-                end = obj
-            else:
-                raise DataError(f"{path}:{n}: unknown record type {t!r}")
-    if run is None:
-        raise DataError(f"{path}:1: no run header")
-    return {"run": run, "requests": reqs, "scrapes": scrapes, "end": end}
 
 
 def evaluate_slos(slo: dict, agg: dict) -> list[dict]:
@@ -71,6 +46,33 @@ def evaluate_slos(slo: dict, agg: dict) -> list[dict]:
     return checks
 
 
+def evaluate_run(slo: dict, agg: dict, end: dict, measured: int) -> list[dict]:
+    """Checks every run must pass, SLOs or not: something succeeded, failures within what the scenario tolerates,
+    and (when the run ended by max_requests) every planned request was sent and recorded once."""
+    req = agg["requests"]
+    checks = [{"name": "ok_requests", "limit": 1, "value": req["ok"], "ok": req["ok"] >= 1, "direction": ">=",
+               "kind": "run"}]
+    tolerated = slo.get("max_failed_requests")
+    if tolerated is None and slo.get("max_error_rate") is None:
+        tolerated = 0  # the scenario did not say it tolerates failures
+    if tolerated is not None:
+        checks.append({"name": "failed_requests", "limit": tolerated, "value": req["failed"],
+                       "ok": req["failed"] <= tolerated, "kind": "run"})
+    sent = end.get("sent")
+    if sent is not None:
+        checks.append({"name": "requests_recorded", "limit": sent, "value": measured, "ok": measured == sent,
+                       "direction": "==", "kind": "run"})
+        if end.get("stop_reason") == "max_requests" and end.get("planned") is not None:
+            checks.append({"name": "planned_requests_sent", "limit": end["planned"], "value": sent,
+                           "ok": sent == end["planned"], "direction": "==", "kind": "run"})
+    return checks
+
+
+def stopped_by(s: dict) -> str:
+    step = s.get("bound_step")
+    return f"{s['stop_reason']} (during {step})" if step else str(s["stop_reason"])
+
+
 def build_summary(out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     ev = read_events(out_dir / "events.jsonl")
@@ -83,16 +85,17 @@ def build_summary(out_dir: str | Path) -> dict:
     t_start = end.get("measured_start_ns") or (min(r["sent_ns"] for r in measured) if measured else 0)
     t_end = end.get("end_ns") or max([r.get("end_ns") or 0 for r in reqs] + [t_start])
     wall_s = (t_end - t_start) / 1e9 if t_end and t_start is not None else None
-    checks = evaluate_slos(slo, agg)
+    checks = evaluate_slos(slo, agg) + evaluate_run(slo, agg, end, len(measured))
     stop_reason = end.get("stop_reason", "unknown (no end record: the run was killed)")
     abort = end.get("abort")
     verdict_ok = all(c["ok"] for c in checks) and stop_reason != "abort" and end != {}
     summary = {
-        "scenario": sc["name"], "scenario_source": run.get("scenario_source"), "target": run["target"],
+        "scenario": sc["name"], "scenario_source": run.get("scenario_source"), "target": redact_url(run["target"]),
         "model": run["model"], "endpoint": run["endpoint"], "started": run.get("started"),
-        "stop_reason": stop_reason, "abort": abort,
+        "stop_reason": stop_reason, "bound_step": end.get("bound_step"), "abort": abort,
         "bounds": sc["bounds"], "arrival": sc["arrival"],
         "requests_recorded": len(reqs), "warmup_requests": len(reqs) - len(measured), "planned": end.get("planned"),
+        "sent": end.get("sent"), "not_sent": end.get("not_sent"),
         "wall_s": wall_s,
         "metrics": agg,
         "slo_checks": checks,
@@ -119,11 +122,14 @@ def render_markdown(s: dict) -> str:
     m = s["metrics"]
     lines = [f"# Load test `{s['scenario']}` against {s['target']} ({s['model']}, {s['endpoint']})", ""]
     verdict = "PASS" if s["ok"] else "FAIL"
-    lines.append(f"**{verdict}** · stopped by: `{s['stop_reason']}` · {m['requests']['total']} measured requests "
+    lines.append(f"**{verdict}** · stopped by: `{stopped_by(s)}` · {m['requests']['total']} measured requests "
                  f"({m['requests']['ok']} ok, {m['requests']['failed']} failed) + {s['warmup_requests']} warm-up · "
                  f"duration {_fmt(m['duration_s'])} s")
     if s.get("abort"):
         lines += ["", f"> **Aborted** by `{s['abort']['rule']}`: {s['abort']['detail']}. Everything sent so far is recorded in events.jsonl."]
+    if s.get("sent") is not None:
+        lines += ["", f"Planned {s['planned']} measured requests: {s['sent']} sent, {s['not_sent']} not sent "
+                      f"(the run stopped first)."]  # fmt: skip
     lines += ["", f"Outcomes: {', '.join(f'{k} {v}' for k, v in sorted(m['requests']['outcomes'].items())) or 'none'}", "",
               "| metric (ms) | count | mean | p50 | p90 | p95 | p99 | max |", "|---|---|---|---|---|---|---|---|"]
     for key, label in METRIC_LABELS.items():
@@ -137,7 +143,7 @@ def render_markdown(s: dict) -> str:
     if g["criteria"]:
         lines.append(f"Goodput under {g['criteria']}: {g['good']} good requests ({_fmt(g['fraction'])}), {_fmt(g['requests_per_s'])} req/s.")
     if s["slo_checks"]:
-        lines += ["", "| SLO | limit | value | |", "|---|---|---|---|"]
+        lines += ["", "| check | limit | value | |", "|---|---|---|---|"]
         for c in s["slo_checks"]:
             lines.append(f"| {c['name']} | {c.get('direction', '<=')} {_fmt(c['limit'])} | {_fmt(c['value'])} | {'ok' if c['ok'] else '**FAIL**'} |")
     sv = s["server"]
@@ -279,7 +285,7 @@ def render_html(s: dict, md: str, per: list[dict]) -> str:
 <style>body{{font-family:system-ui,sans-serif;margin:20px;max-width:1180px}} figure{{display:inline-block;margin:6px;border:1px solid #ddd;padding:4px}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap}} .PASS{{color:#1a7f37}} .FAIL{{color:#c00}}</style></head>
 <body><h1>Load test <code>{html.escape(s['scenario'])}</code> <span class="{status}" id="verdict">{status}</span></h1>
-<p>{html.escape(s['target'])} · model <code>{html.escape(str(s['model']))}</code> · stopped by <b>{html.escape(str(s['stop_reason']))}</b></p>
+<p>{html.escape(s['target'])} · model <code>{html.escape(str(s['model']))}</code> · stopped by <b>{html.escape(stopped_by(s))}</b></p>
 <section id="charts">{svgs}</section>
 <h2>Summary</h2><pre id="summary-md">{html.escape(md)}</pre>
 <details><summary>summary.json</summary><pre>{html.escape(data)}</pre></details>

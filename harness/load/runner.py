@@ -12,6 +12,12 @@ All times are `time.monotonic_ns()` minus the run's t0 (integers, ns). Per reque
     headers_ns    response status line and headers parsed
     end_ns        body complete (or the moment it failed / was cancelled)
     ev_t          per SSE event: arrival of the socket read that completed it, relative to sent_ns
+
+Bounds: `bounds.max_duration_s` is wall-clock for the whole run from its start (model discovery, the first scrape,
+warm-up and the measured phase); only the closing steps (a 1 s pause after cancellations, the last scrape) may add up to
+CLOSING_ALLOWANCE_S after it. Each request is bounded by `request_timeout_s` in total, not per read. Whatever a server
+does, every request sent ends as exactly one outcome record, and the events go to `events.jsonl.partial` first, renamed
+to `events.jsonl` when the run ends (so a run that fails at once leaves an earlier result in place).
 """
 
 from __future__ import annotations
@@ -23,36 +29,40 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 
 from harness.client import bearer
-from harness.errors import RefusedError, UsageError
-from harness.load.scenario import PlannedRequest, Scenario, plan
-from harness.load.sse import parse_stream
+from harness.errors import OutputError, RefusedError, UsageError
+from harness.load.scenario import PlannedRequest, Scenario, iter_plan
+from harness.load.sse import OUTPUT_KINDS, parse_stream
 from harness.load.transport import FastTransport
-from harness.manifest import is_loopback_host
+from harness.net import loopback_url, redact_url
+from harness.outputs import output_dir
+from harness.readers import parse_json
 
-__all__ = ["Target", "RunResult", "check_target", "run_scenario", "EVENTS_FILE"]
+__all__ = ["Target", "RunResult", "check_target", "run_scenario", "EVENTS_FILE", "OUTPUT_NAMES", "CLOSING_ALLOWANCE_S"]
 
 EVENTS_FILE = "events.jsonl"
+PARTIAL_FILE = EVENTS_FILE + ".partial"
+OUTPUT_NAMES = (EVENTS_FILE, PARTIAL_FILE, "summary.json", "summary.md", "report.html")  # what a load run writes
 SCRAPE_PREFIXES = ("vllm:", "tgi_", "# TYPE vllm:", "# TYPE tgi_")
+DISCOVERY_TIMEOUT_S = 10.0  # /v1/models, wall clock (and never past the run's deadline)
+SCRAPE_TIMEOUT_S = 5.0  # one /metrics scrape, wall clock (never past the run's deadline)
+CLOSING_SCRAPE_S = 2.0  # the scrape after the run, which follows the deadline
+MAX_SIDE_BYTES = 8 << 20  # a /v1/models or /metrics reply
+DISCONNECT_PAUSE_S = 1.0  # after cancelling requests: let the server notice before the last scrape
+CLOSING_ALLOWANCE_S = DISCONNECT_PAUSE_S + CLOSING_SCRAPE_S  # what may follow max_duration_s
 
 
 def check_target(url: str, allow_remote: bool = False) -> str:
-    """Validate the base URL on its parsed form (no DNS, no socket). Returns it without a trailing slash."""
+    """The one loopback rule (harness.net) on the parsed URL, no DNS, no socket. Returns it without a trailing slash."""
     try:
-        u = httpx.URL(url)
-    except Exception as exc:
-        raise UsageError(f"not a URL: {url!r} ({exc})") from None
-    if u.scheme not in ("http", "https") or not u.host:
-        raise UsageError(f"need an http(s)://host:port URL, got {url!r}")
-    if not allow_remote and not is_loopback_host(u.host):
-        raise RefusedError(
-            f"refusing to send load to {u.host!r}: not a loopback address (127.0.0.0/8, ::1, localhost); "
-            "pass --allow-remote to load a server you are entitled to load"
-        )
-    return str(u).rstrip("/")
+        return loopback_url(url, allow_remote=allow_remote, what="--url")
+    except RefusedError as exc:
+        raise RefusedError(f"{exc}; not a loopback address: pass --allow-remote to load a server you are entitled "
+                           "to load") from None  # fmt: skip
 
 
 @dataclass
@@ -76,12 +86,22 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
+def response_limit(max_tokens: int) -> int:
+    """Most bytes one streamed reply may hold: generous per token (vLLM sends ~250 B), so an endless stream is cut."""
+    return min(max(1 << 20, max_tokens * 4096), 256 << 20)
+
+
 class _Run:
     def __init__(self, sc: Scenario, target: Target, out_dir: Path, progress: bool, flush_interval_s: float):
         self.sc, self.target, self.out_dir = sc, target, out_dir
+        self.shown_url = redact_url(target.base_url)  # what reaches events, reports and messages
         self.progress_enabled = progress
         self.flush_interval_s = flush_interval_s
         self.t0 = _now()
+        self.deadline = self.t0 + int(sc.bounds.max_duration_s * 1e9)  # the whole run, discovery included
+        self.step = "discovery"  # the step running now; `bound_step` names the one the deadline hit
+        self.bound_step: str | None = None
+        self.sent = 0  # measured requests handed to the client
         self.finished: list[tuple[dict, list]] = []
         self.n_written = 0
         self.ok = self.failed = self.cancelled = 0
@@ -94,11 +114,19 @@ class _Run:
         self.stop_reason = "max_requests"
         self.tasks: set[asyncio.Task] = set()
         self.measured_start = 0
-        self.fh = open(out_dir / EVENTS_FILE, "w", buffering=1 << 16)
+        self.header_written = False
+        try:
+            self.fh = open(out_dir / PARTIAL_FILE, "w", buffering=1 << 16)
+        except OSError as exc:
+            raise OutputError(f"{out_dir / PARTIAL_FILE}: cannot write: {exc.strerror or exc}") from None
 
     # ------------------------------------------------------------------ output
     def write(self, obj: dict) -> None:
         self.fh.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def scrub(self, text: str) -> str:
+        """An error text with the target's userinfo taken out (an exception may quote the URL)."""
+        return text.replace(self.target.base_url, self.shown_url) if self.shown_url != self.target.base_url else text
 
     def flush(self) -> None:
         batch, self.finished = self.finished, []
@@ -115,11 +143,14 @@ class _Run:
                 rec["usage"] = ps.usage
                 rec["finish_reason"] = ps.finish_reason
                 rec["done"] = ps.done
-                if rec["outcome"] == "ok":
-                    if ps.error:
-                        rec["outcome"], rec["error"] = "stream_error", ps.error
-                    elif not ps.done:
-                        rec["outcome"], rec["error"] = "incomplete", "stream ended without [DONE]"
+            if rec["outcome"] == "ok":  # HTTP 200 and the body read to its end: now judge what it held
+                kinds = rec.get("ev_k") or ""
+                if reads and ps.error:
+                    rec["outcome"], rec["error"] = "stream_error", ps.error
+                elif not (reads and ps.done):
+                    rec["outcome"], rec["error"] = "incomplete", "stream ended without [DONE]"
+                elif not any(k in OUTPUT_KINDS for k in kinds):
+                    rec["outcome"], rec["error"] = "no_output", "[DONE] without a single output event: no token received"
             self.write(rec)
             self.n_written += 1
         self.fh.flush()
@@ -139,35 +170,55 @@ class _Run:
 
     async def one(self, client: httpx.AsyncClient, pr: PlannedRequest, model: str, rid, warmup: bool,
                   scheduled_ns: int, ready_ns: int) -> None:
+        """Send one request and record exactly one outcome for it, whatever the server (or the transport) does."""
         path, body = self.body(pr, model)
         rec = {"type": "request", "id": rid, "warmup": warmup, "prompt_units": pr.prompt_units,
                "max_tokens": pr.max_tokens, "prefixed": pr.prefixed, "scheduled_ns": scheduled_ns - self.t0,
                "ready_ns": ready_ns - self.t0, "sent_ns": 0, "headers_ns": None, "end_ns": None, "status": None,
-               "outcome": "ok", "error": None, "bytes": 0}
+               "outcome": None, "error": None, "bytes": 0}
         reads: list[tuple[int, bytes]] = []
+        limit = response_limit(pr.max_tokens)
         self.inflight += 1
+        if not warmup:
+            self.sent += 1
         sent = _now()
         rec["sent_ns"] = sent - self.t0
         try:
-            async with client.stream("POST", path, json=body) as r:
-                rec["headers_ns"] = _now() - self.t0
-                rec["status"] = r.status_code
-                if r.status_code != 200:
-                    data = await r.aread()
-                    rec["outcome"] = "rejected" if r.status_code in (429, 503) else "http_error"
-                    rec["error"] = data[:500].decode(errors="replace")
-                else:
-                    append = reads.append
-                    async for chunk in r.aiter_raw():
-                        append((_now(), chunk))
+            async with asyncio.timeout(self.sc.request_timeout_s):  # the whole request, not each read
+                async with client.stream("POST", path, json=body) as r:
+                    rec["headers_ns"] = _now() - self.t0
+                    rec["status"] = r.status_code
+                    if r.status_code != 200:
+                        data = b""
+                        async for chunk in r.aiter_raw():
+                            data += chunk
+                            if len(data) > 4096:
+                                break
+                        rec["outcome"] = "rejected" if r.status_code in (429, 503) else "http_error"
+                        rec["error"] = data[:500].decode(errors="replace")
+                    else:
+                        append, n = reads.append, 0
+                        async for chunk in r.aiter_raw():
+                            append((_now(), chunk))
+                            n += len(chunk)
+                            if n > limit:
+                                rec["outcome"] = "too_large"
+                                rec["error"] = f"response body passed {limit} bytes for max_tokens {pr.max_tokens}"
+                                break
+                        else:
+                            rec["outcome"] = "ok"  # read to its end; flush() judges the events
         except asyncio.CancelledError:
             rec["outcome"] = "cancelled"
             rec["error"] = self.stop_reason if self.stop.is_set() else "cancelled"
-        except httpx.TimeoutException as exc:
-            rec["outcome"], rec["error"] = "timeout", f"{type(exc).__name__}: {exc}"
-        except (httpx.HTTPError, OSError) as exc:
-            rec["outcome"], rec["error"] = "transport_error", f"{type(exc).__name__}: {exc}"
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            rec["outcome"] = "timeout"
+            rec["error"] = (f"{type(exc).__name__}: {exc}" if isinstance(exc, httpx.TimeoutException)
+                            else f"not complete within request_timeout_s = {self.sc.request_timeout_s} s")  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - any failure to get a reply is this request's outcome, never the run's
+            rec["outcome"], rec["error"] = "transport_error", self.scrub(f"{type(exc).__name__}: {exc}")[:500]
         finally:
+            if rec["outcome"] is None:  # left early without an outcome (cannot happen above; never record it as ok)
+                rec["outcome"], rec["error"] = "transport_error", "request ended without a reply"
             rec["end_ns"] = _now() - self.t0
             self.inflight -= 1
             n = 0
@@ -219,17 +270,51 @@ class _Run:
             self.stop_reason = "abort"
             self.stop.set()
 
+    # ------------------------------------------------------------------ bounds
+    def remaining_s(self) -> float:
+        return max(self.deadline - _now(), 0) / 1e9
+
+    def hit_bound(self) -> None:
+        """The run's deadline passed during `self.step`: stop everything, and say where."""
+        if not self.stop.is_set():
+            self.stop_reason, self.bound_step = "max_duration", self.step
+            self.stop.set()
+
+    async def until_deadline(self, fn, *args) -> None:
+        """Await fn(*args), but not past the run's deadline (then it is cancelled and records itself as cancelled)."""
+        if self.stop.is_set():
+            return
+        if self.remaining_s() <= 0:
+            self.hit_bound()
+            return
+        task = asyncio.create_task(fn(*args))
+        done, _ = await asyncio.wait({task}, timeout=self.remaining_s())
+        if task not in done:
+            self.hit_bound()
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
     # ------------------------------------------------------------------ scrapes
-    async def scrape(self, client: httpx.AsyncClient, phase: str) -> None:
+    async def scrape(self, client: httpx.AsyncClient, phase: str, closing: bool = False) -> None:
+        """One /metrics scrape, recorded whatever happens; bounded in wall time and bytes, and by the run's deadline
+        (the closing scrape gets CLOSING_SCRAPE_S of its own, counted in CLOSING_ALLOWANCE_S)."""
         t = _now()
-        rec = {"type": "scrape", "phase": phase, "t_ns": t - self.t0}
+        limit = CLOSING_SCRAPE_S if closing else min(SCRAPE_TIMEOUT_S, self.remaining_s())
+        rec = {"type": "scrape", "phase": phase, "t_ns": t - self.t0, "status": None}
         try:
-            r = await client.get("/metrics", timeout=5.0)
-            rec["status"] = r.status_code
-            if r.status_code == 200:
-                rec["text"] = "\n".join(l for l in r.text.splitlines() if l.startswith(SCRAPE_PREFIXES))
-        except (httpx.HTTPError, OSError) as exc:
-            rec["status"], rec["error"] = None, f"{type(exc).__name__}: {exc}"
+            async with asyncio.timeout(limit):
+                status, data = await _get_bounded(client, "/metrics", MAX_SIDE_BYTES)
+            rec["status"] = status
+            if status == 200:
+                text = data.decode("utf-8", errors="replace")
+                rec["text"] = "\n".join(l for l in text.splitlines() if l.startswith(SCRAPE_PREFIXES))
+        except TimeoutError:
+            rec["error"] = f"no complete /metrics reply within {limit:.1f} s"
+            if not closing and self.remaining_s() <= 0:
+                rec["error"] += " (the run's max_duration_s was reached)"
+                self.hit_bound()
+        except Exception as exc:  # noqa: BLE001 - a failed scrape is recorded, never fatal
+            rec["error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:500]
         rec["dur_ns"] = _now() - t
         self.write(rec)
 
@@ -249,14 +334,31 @@ class _Run:
     async def resolve_model(self, client: httpx.AsyncClient) -> str:
         if self.sc.model or self.target.model:
             return self.sc.model or self.target.model
+        where = f"{self.shown_url}/v1/models"
+        limit = min(DISCOVERY_TIMEOUT_S, self.remaining_s())
         try:
-            r = await client.get("/v1/models", timeout=10.0)
-            return r.json()["data"][0]["id"]
-        except Exception as exc:
-            raise UsageError(f"could not learn the model name from {self.target.base_url}/v1/models ({exc}); give --model") from None
+            async with asyncio.timeout(limit):
+                status, data = await _get_bounded(client, "/v1/models", MAX_SIDE_BYTES)
+        except TimeoutError:
+            bound = " (max_duration_s bounds the whole run, model discovery included)" if limit < DISCOVERY_TIMEOUT_S else ""
+            raise UsageError(f"{where}: no complete reply within {limit:.1f} s{bound}; give --model") from None
+        except Exception as exc:  # noqa: BLE001 - any failure here means: no model name
+            raise UsageError(f"could not learn the model name from {where} "
+                             f"({self.scrub(f'{type(exc).__name__}: {exc}')[:200]}); give --model") from None  # fmt: skip
+        try:
+            if status != 200:
+                raise ValueError(f"HTTP {status}")
+            model = parse_json(data.decode("utf-8"), where, "reply", error=UsageError)["data"][0]["id"]
+            if not isinstance(model, str) or not 0 < len(model) <= 512 or not model.isprintable():
+                raise ValueError(f"model id {str(model)[:60]!r} is not a printable string of 1-512 characters")
+        except Exception as exc:  # noqa: BLE001 - wrong shape, wrong types, not JSON, not UTF-8
+            raise UsageError(f"could not learn the model name from {where} ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}); give --model") from None  # fmt: skip
+        return model
 
     async def main(self) -> RunResult:
         sc = self.sc
+        n = sc.bounds.max_requests
         headers = bearer(self.target.api_key)
         timeout = httpx.Timeout(sc.request_timeout_s, connect=10.0)
         transport = FastTransport() if self.target.base_url.startswith("http://") else None
@@ -264,56 +366,65 @@ class _Run:
         async with httpx.AsyncClient(base_url=self.target.base_url, headers=headers, timeout=timeout, trust_env=False, **kw) as client, \
                 httpx.AsyncClient(base_url=self.target.base_url, headers=headers, trust_env=False) as side:
             model = await self.resolve_model(side)
-            planned = plan(sc)
             self.write({"type": "run", "schema": 1, "scenario": sc.model_dump(mode="json"), "scenario_source": sc.source,
-                        "target": self.target.base_url, "model": model, "endpoint": sc.endpoint,
+                        "target": self.shown_url, "model": model, "endpoint": sc.endpoint,
                         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
                         "clock": "time.monotonic_ns() - t0", "python": sys.version.split()[0]})
+            self.header_written = True
+            self.step = "scrape before"
             await self.scrape(side, "before")
-            cpu0 = time.process_time()
-            warm = plan(sc.model_copy(update={"seed": sc.seed + 1000}), sc.warmup.requests) if sc.warmup.requests else []
-            for pr in warm:
-                now = _now()
-                await self.one(client, pr, model, f"w{pr.index}", True, now, now)
+            self.step = "warm-up"
+            if sc.warmup.requests:
+                for pr in iter_plan(sc.model_copy(update={"seed": sc.seed + 1000}), sc.warmup.requests):
+                    if self.stop.is_set():
+                        break
+                    now = _now()
+                    await self.until_deadline(self.one, client, pr, model, f"w{pr.index}", True, now, now)
             self.flush()
+            self.step = "measured"
             self.measured_start = _now()
-            deadline = self.measured_start + int(sc.bounds.max_duration_s * 1e9)
+            cpu0 = time.process_time()
+            deadline = self.deadline
             bg = [asyncio.create_task(self.flusher())]
             if sc.scrape_interval_s:
                 bg.append(asyncio.create_task(self.scraper(side)))
-            prog = _Progress(self, len(planned)) if self.progress_enabled else None
+            prog = _Progress(self, n) if self.progress_enabled else None
             if prog:
                 bg.append(asyncio.create_task(prog.ticker()))
-            driver = asyncio.create_task(self.drive(client, planned, model, deadline))
-            stopper = asyncio.create_task(self.stop.wait())
-            remaining = max(deadline - _now(), 0) / 1e9
-            done, _ = await asyncio.wait({driver, stopper}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if driver not in done and not self.stop.is_set():
-                self.stop_reason = "max_duration"
-            self.stop.set()
-            for t in list(self.tasks):
-                t.cancel()
-            driver.cancel()
-            await asyncio.gather(driver, *self.tasks, return_exceptions=True)
-            stopper.cancel()
+            if not self.stop.is_set():
+                driver = asyncio.create_task(self.drive(client, iter_plan(sc), model, deadline))
+                stopper = asyncio.create_task(self.stop.wait())
+                done, _ = await asyncio.wait({driver, stopper}, timeout=self.remaining_s(),
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                if driver not in done:
+                    self.hit_bound()  # no-op when an abort already stopped the run
+                self.stop.set()
+                for t in list(self.tasks):
+                    t.cancel()
+                driver.cancel()
+                await asyncio.gather(driver, *self.tasks, return_exceptions=True)
+                stopper.cancel()
+                await asyncio.gather(stopper, return_exceptions=True)
+            self.step = "closing"
             for t in bg:
                 t.cancel()
-            await asyncio.gather(*bg, stopper, return_exceptions=True)
+            await asyncio.gather(*bg, return_exceptions=True)
             if prog:
                 prog.close()
             end_ns = _now()
             cpu = time.process_time() - cpu0
             self.flush()
             if self.cancelled:
-                await asyncio.sleep(1.0)  # let the server notice disconnects before the final scrape
-            await self.scrape(side, "after")
-            self.write({"type": "end", "stop_reason": self.stop_reason, "abort": self.abort,
+                await asyncio.sleep(DISCONNECT_PAUSE_S)  # let the server notice disconnects before the final scrape
+            await self.scrape(side, "after", closing=True)
+            self.write({"type": "end", "stop_reason": self.stop_reason, "bound_step": self.bound_step, "abort": self.abort,
                         "measured_start_ns": self.measured_start - self.t0, "end_ns": end_ns - self.t0,
-                        "client_cpu_s": round(cpu, 4), "planned": len(planned), "written": self.n_written})
+                        "client_cpu_s": round(cpu, 4), "planned": n, "sent": self.sent, "not_sent": n - self.sent,
+                        "written": self.n_written})  # fmt: skip
             self.fh.close()
         return RunResult(self.out_dir, self.out_dir / EVENTS_FILE, self.stop_reason, self.abort, self.n_written)
 
-    async def drive(self, client, planned: list[PlannedRequest], model: str, deadline: int) -> None:
+    async def drive(self, client, planned: Iterator[PlannedRequest], model: str, deadline: int) -> None:
         arr = self.sc.arrival
         if arr.kind == "concurrency":
             it = iter(planned)
@@ -330,6 +441,7 @@ class _Run:
             await asyncio.gather(*workers)
             return
         sem = asyncio.Semaphore(arr.max_concurrency) if arr.max_concurrency else None
+        window_s = (deadline - self.measured_start) / 1e9
 
         async def go(pr, scheduled):
             try:
@@ -341,6 +453,8 @@ class _Run:
 
         pending = []
         for pr in planned:
+            if pr.offset_s >= window_s:  # due after the deadline (compared as floats: a far offset never hits the clock)
+                break
             due = self.measured_start + int(pr.offset_s * 1e9)
             delay = (due - _now()) / 1e9
             if delay > 0:
@@ -361,6 +475,17 @@ class _Run:
             pending.append(t)
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _get_bounded(client: httpx.AsyncClient, path: str, max_bytes: int) -> tuple[int, bytes]:
+    """GET path: (status, body), refusing a body over max_bytes (a side request must not grow without bound)."""
+    async with client.stream("GET", path) as r:
+        data = bytearray()
+        async for chunk in r.aiter_bytes():
+            data += chunk
+            if len(data) > max_bytes:
+                raise ValueError(f"{path}: reply passed {max_bytes} bytes")
+        return r.status_code, bytes(data)
 
 
 class _Progress:
@@ -400,24 +525,38 @@ class _Progress:
 
 
 def run_scenario(sc: Scenario, target: Target, out_dir: str | Path, *, progress: bool | None = None,
-                 flush_interval_s: float = 2.0) -> RunResult:
-    """Run one scenario against target (checked for loopback first) and write out_dir/events.jsonl."""
+                 flush_interval_s: float = 2.0, force: bool = False) -> RunResult:
+    """Run one scenario against target (checked for loopback first) and write out_dir/events.jsonl. An existing
+    result in out_dir is refused unless force; it is replaced only when the new run has a run header to record."""
     target.base_url = check_target(target.base_url, target.allow_remote)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir, OUTPUT_NAMES, force=force)
     if progress is None:
         progress = sys.stderr.isatty()
 
     async def _go():
-        run = _Run(sc, target, out, progress, flush_interval_s)
+        run = _Run(sc, target, out, progress, flush_interval_s)  # opens the partial events file
         try:
             return await run.main()
         finally:
             if not run.fh.closed:
                 run.flush()
-                run.write({"type": "end", "stop_reason": "interrupted", "abort": None,
+                run.write({"type": "end", "stop_reason": "interrupted", "bound_step": run.bound_step, "abort": None,
                            "measured_start_ns": run.measured_start - run.t0 if run.measured_start else None,
-                           "end_ns": _now() - run.t0, "client_cpu_s": None, "written": run.n_written})
+                           "end_ns": _now() - run.t0, "client_cpu_s": None, "planned": sc.bounds.max_requests,
+                           "sent": run.sent, "not_sent": sc.bounds.max_requests - run.sent, "written": run.n_written})
                 run.fh.close()
+            _publish(out, run.header_written)
 
     return asyncio.run(_go())
+
+
+def _publish(out: Path, keep: bool) -> None:
+    """Move the finished (or interrupted) events file into place; a run that never started leaves no trace."""
+    partial = out / PARTIAL_FILE
+    try:
+        if keep:
+            os.replace(partial, out / EVENTS_FILE)
+        else:
+            partial.unlink(missing_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{out / EVENTS_FILE}: cannot write: {exc.strerror or exc}") from None

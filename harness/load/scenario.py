@@ -2,7 +2,12 @@
 
 A scenario is validated like a manifest: unknown fields are rejected and every problem becomes one ManifestError naming
 the file and the dotted field. `plan(scenario)` turns it into a deterministic list of `PlannedRequest`s (arrival offsets,
-prompt text, max_tokens) from the scenario's seed; nothing here touches a clock or a socket.
+prompt text, max_tokens) from the scenario's seed; nothing here touches a clock or a socket. `iter_plan` builds the
+same requests one at a time (the runner holds only those in flight), and a scenario whose prompts could add up to more
+than `MAX_PLANNED_PROMPT_BYTES` is refused when it is read, naming the field.
+
+Every number has a range: rates in [0.001, 1e6] req/s (a near-zero rate would put the next request centuries away and
+overflow the clock), gamma burstiness in [0.01, 100], lengths up to 1,000,000 units, durations up to a day.
 """
 
 from __future__ import annotations
@@ -11,11 +16,12 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.errors import ManifestError
+from harness.readers import read_text
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -24,12 +30,18 @@ __all__ = [
     "load_scenario",
     "parse_scenario",
     "plan",
+    "iter_plan",
+    "planned_prompt_bytes",
+    "MAX_PLANNED_PROMPT_BYTES",
     "arrival_offsets",
     "prompt_text",
     "PERCENTILE_KEYS",
 ]
 
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99")
+MAX_PLANNED_PROMPT_BYTES = 256 << 20  # all prompt text a scenario may send (measured + warm-up), worst case
+MAX_UNITS = 1_000_000  # prompt/output length of one request
+MIN_RATE, MAX_RATE = 0.001, 1e6  # req/s
 
 
 class _Strict(BaseModel):
@@ -37,8 +49,10 @@ class _Strict(BaseModel):
 
 
 class Bounds(_Strict):
-    """Both are required: the run stops at whichever comes first. max_duration_s is a hard wall-clock bound (warm-up
-    excluded); requests still in flight at the deadline are cancelled and recorded as `cancelled` (reason `bound`)."""
+    """Both are required: the run stops at whichever comes first. max_duration_s is a hard wall-clock bound on the whole
+    run from its start: model discovery, /metrics scrapes and warm-up included (only the closing scrape may add up to
+    `CLOSING_ALLOWANCE_S` of harness.load.runner). Requests in flight at the deadline are cancelled and recorded as
+    `cancelled` (error `max_duration`); the end record says which step the deadline hit (`bound_step`)."""
 
     max_requests: int = Field(gt=0, le=100_000)
     max_duration_s: float = Field(gt=0, le=24 * 3600)
@@ -46,12 +60,12 @@ class Bounds(_Strict):
 
 class Arrival(_Strict):
     kind: Literal["constant", "poisson", "gamma", "concurrency", "ramp"]
-    rate: float | None = Field(default=None, gt=0)  # req/s for constant, poisson, gamma
-    burstiness: float | None = Field(default=None, gt=0)  # gamma shape k; 1 = Poisson, <1 burstier
+    rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)  # req/s for constant, poisson, gamma
+    burstiness: float | None = Field(default=None, ge=0.01, le=100)  # gamma shape k; 1 = Poisson, <1 burstier
     concurrency: int | None = Field(default=None, gt=0, le=4096)  # closed loop
-    start_rate: float | None = Field(default=None, gt=0)  # ramp: linear from start_rate to end_rate over ramp_s
-    end_rate: float | None = Field(default=None, gt=0)
-    ramp_s: float | None = Field(default=None, gt=0)
+    start_rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)  # ramp: start_rate to end_rate over ramp_s
+    end_rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
+    ramp_s: float | None = Field(default=None, gt=0, le=24 * 3600)
     max_concurrency: int | None = Field(default=None, gt=0, le=4096)  # optional cap for open-loop kinds
 
     @model_validator(mode="after")
@@ -77,10 +91,10 @@ class Lengths(_Strict):
     """fixed: `value`; uniform: integers in [min, max]; file: one positive integer per line (cycled in order)."""
 
     kind: Literal["fixed", "uniform", "file"]
-    value: int | None = Field(default=None, gt=0, le=1_000_000)
-    min: int | None = Field(default=None, gt=0, le=1_000_000)
-    max: int | None = Field(default=None, gt=0, le=1_000_000)
-    path: str | None = None
+    value: int | None = Field(default=None, gt=0, le=MAX_UNITS)
+    min: int | None = Field(default=None, gt=0, le=MAX_UNITS)
+    max: int | None = Field(default=None, gt=0, le=MAX_UNITS)
+    path: str | None = Field(default=None, min_length=1, max_length=4096)
 
     @model_validator(mode="after")
     def _needs(self) -> "Lengths":
@@ -100,7 +114,7 @@ class SharedPrefix(_Strict):
     """A fraction `share` of the requests start with the same `tokens`-unit prefix (counted inside their prompt length)."""
 
     share: float = Field(ge=0, le=1)
-    tokens: int = Field(gt=0, le=1_000_000)
+    tokens: int = Field(gt=0, le=MAX_UNITS)
 
 
 class Percentiles(_Strict):
@@ -126,15 +140,18 @@ class Slo(_Strict):
     goodput: GoodputCriteria | None = None
     min_goodput_fraction: float | None = Field(default=None, ge=0, le=1)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    # How many measured requests may fail (any outcome but ok and cancelled) and the run still pass. Without it (and
+    # without max_error_rate) a single failed request fails the run; a run with no ok request never passes.
+    max_failed_requests: int | None = Field(default=None, ge=0, le=100_000)
 
 
 class Abort(_Strict):
     """Checked after every finished request; tripping one stops the run early (data so far is kept)."""
 
     max_error_rate: float | None = Field(default=None, gt=0, le=1)
-    min_requests: int = Field(default=10, gt=0)  # error rate is only judged after this many finished requests
-    max_consecutive_failures: int | None = Field(default=None, gt=0)
-    max_send_lag_ms: float | None = Field(default=None, gt=0)  # median send lag over the last 20 sends
+    min_requests: int = Field(default=10, gt=0, le=100_000)  # error rate is only judged after this many finished requests
+    max_consecutive_failures: int | None = Field(default=None, gt=0, le=100_000)
+    max_send_lag_ms: float | None = Field(default=None, gt=0, le=3_600_000)  # median send lag over the last 20 sends
 
 
 class Warmup(_Strict):
@@ -143,10 +160,10 @@ class Warmup(_Strict):
 
 class Scenario(_Strict):
     name: str = Field(min_length=1, max_length=100)
-    description: str = ""
+    description: str = Field(default="", max_length=10_000)
     endpoint: Literal["chat", "completions"] = "chat"
-    model: str | None = None  # default: the engine's served name (or the first id from /v1/models)
-    seed: int = 0
+    model: str | None = Field(default=None, min_length=1, max_length=512)  # default: the engine's served name (or /v1/models)
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
     bounds: Bounds
     arrival: Arrival
     prompt_tokens: Lengths
@@ -156,7 +173,7 @@ class Scenario(_Strict):
     ignore_eos: bool = False  # vLLM extension: generate exactly max_tokens
     temperature: float = Field(default=0.0, ge=0, le=2)
     request_timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    scrape_interval_s: float | None = Field(default=1.0, gt=0)  # /metrics during the run (KV usage over time); null = off
+    scrape_interval_s: float | None = Field(default=1.0, ge=0.05, le=3600)  # /metrics during the run; null = off
     warmup: Warmup = Warmup()
     slo: Slo = Slo()
     abort: Abort = Abort()
@@ -168,10 +185,10 @@ class Scenario(_Strict):
 
 def _read_lengths(scenario_path: Path, field: str, rel: str) -> tuple[int, ...]:
     p = (scenario_path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
-    if not p.is_file():
+    if not p.exists():
         raise ManifestError(scenario_path, f"{field}.path", f"lengths file not found: {p}")
     values = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+    for n, line in enumerate(read_text(p, "lengths").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -179,8 +196,8 @@ def _read_lengths(scenario_path: Path, field: str, rel: str) -> tuple[int, ...]:
             v = int(line)
         except ValueError:
             raise ManifestError(p, f"line {n}", f"not an integer: {line!r}") from None
-        if v <= 0:
-            raise ManifestError(p, f"line {n}", f"must be positive, got {v}")
+        if not 0 < v <= MAX_UNITS:
+            raise ManifestError(p, f"line {n}", f"must be between 1 and {MAX_UNITS}, got {v}")
         values.append(v)
     if not values:
         raise ManifestError(scenario_path, f"{field}.path", f"lengths file is empty: {p}")
@@ -200,7 +217,27 @@ def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
         upd["prompt_lengths_list"] = _read_lengths(path, "prompt_tokens", sc.prompt_tokens.path)
     if sc.output_tokens.kind == "file":
         upd["output_lengths_list"] = _read_lengths(path, "output_tokens", sc.output_tokens.path)
-    return sc.model_copy(update=upd)
+    sc = sc.model_copy(update=upd)
+    total = planned_prompt_bytes(sc)
+    if total > MAX_PLANNED_PROMPT_BYTES:
+        n = sc.bounds.max_requests + sc.warmup.requests
+        raise ManifestError(path, "bounds.max_requests",
+                            f"{n} requests (warm-up included) of up to {_max_prompt_units(sc)} {sc.prompt_unit} units could "
+                            f"send {total:,} bytes of prompt text, over the limit of {MAX_PLANNED_PROMPT_BYTES:,}; lower "
+                            "bounds.max_requests, warmup.requests or prompt_tokens")  # fmt: skip
+    return sc
+
+
+def _max_prompt_units(sc: Scenario) -> int:
+    spec = sc.prompt_tokens
+    most = {"fixed": spec.value, "uniform": spec.max}.get(spec.kind) or max(sc.prompt_lengths_list or (0,))
+    return max(most, sc.shared_prefix.tokens if sc.shared_prefix else 0)  # a prefixed prompt is at least the prefix
+
+
+def planned_prompt_bytes(sc: Scenario) -> int:
+    """The most prompt text (bytes) the scenario can send, measured and warm-up requests together."""
+    per_unit = 1 if sc.prompt_unit == "char" else _MAX_WORD_BYTES
+    return (sc.bounds.max_requests + sc.warmup.requests) * _max_prompt_units(sc) * per_unit
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -243,6 +280,8 @@ def arrival_offsets(arrival: Arrival, n: int, rng: random.Random) -> list[float 
                 t = (i / a) if slope == 0 else (-a + math.sqrt(a * a + 2 * slope * i)) / slope
             else:
                 t = T + (i - full) / b
+        if not math.isfinite(t):  # cannot happen within the validated ranges; never let it reach the clock
+            raise ValueError(f"arrival offset {t!r} for request {i}")
         out.append(t)
     return out
 
@@ -269,10 +308,16 @@ _WORDS = (
     "part place case week company system program question work government number night point home water room mother area "
     "money story fact month lot right study book eye job word business issue side kind head house service friend father"
 ).split()
+_MAX_WORD_BYTES = max(len(w) for w in _WORDS) + 1  # with its separating space
 
 
 def plan(sc: Scenario, n: int | None = None) -> list[PlannedRequest]:
     """The measured requests (n defaults to bounds.max_requests), deterministic for a given seed."""
+    return list(iter_plan(sc, n))
+
+
+def iter_plan(sc: Scenario, n: int | None = None) -> Iterator[PlannedRequest]:
+    """The same requests as `plan`, built one at a time as they are taken (only the prompts in use exist at once)."""
     n = sc.bounds.max_requests if n is None else n
     rng = random.Random(sc.seed)
     offsets = arrival_offsets(sc.arrival, n, random.Random(sc.seed + 1))
@@ -283,7 +328,6 @@ def plan(sc: Scenario, n: int | None = None) -> list[PlannedRequest]:
         pre_n = sc.shared_prefix.tokens
         prefix = prompt_text(pre_n, sc.prompt_unit, random.Random(sc.seed + 4))
     sep = "" if sc.prompt_unit == "char" else " "
-    out = []
     for i in range(n):
         prefixed = bool(sc.shared_prefix) and rng.random() < sc.shared_prefix.share
         if prefixed:
@@ -291,5 +335,4 @@ def plan(sc: Scenario, n: int | None = None) -> list[PlannedRequest]:
             text = prefix + (sep + prompt_text(rest, sc.prompt_unit, rng) if rest else "")
         else:
             text = prompt_text(plens[i], sc.prompt_unit, rng)
-        out.append(PlannedRequest(i, offsets[i], text, plens[i], olens[i], prefixed))
-    return out
+        yield PlannedRequest(i, offsets[i], text, plens[i], olens[i], prefixed)

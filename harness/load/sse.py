@@ -11,13 +11,18 @@ Event kinds (one letter each, stored as a string in events.jsonl):
     u  `choices: []` (the usage chunk)
     x  an in-stream error object `{"error": ...}` (vLLM sends these with HTTP 200)
     d  `[DONE]`
-    ?  not JSON / unrecognised
+    ?  not JSON / unrecognised (also: NaN/Infinity, nesting past 64 levels, or fields of the wrong type)
+
+Whatever bytes a server sends, `parse_stream` returns; it never raises. `usage` keeps only non-negative integer counts.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+
+from harness.readers import check_depth
 
 __all__ = ["ParsedStream", "parse_stream", "OUTPUT_KINDS"]
 
@@ -36,6 +41,18 @@ class ParsedStream:
     done: bool = False
 
 
+def _usage(u: object) -> dict | None:
+    """The usage object's integer counts only (a server could send strings, floats or nested junk)."""
+    if not isinstance(u, dict):
+        return None
+    kept = {k: v for k, v in u.items() if isinstance(k, str) and type(v) is int and 0 <= v < 1 << 53}
+    return kept or None
+
+
+def _text(v: object) -> str:
+    return v if isinstance(v, str) else ""
+
+
 def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
     if "error" in obj and "choices" not in obj:
         err = obj["error"]
@@ -43,25 +60,31 @@ def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
         return "x", 0
     choices = obj.get("choices")
     if obj.get("usage"):
-        out.usage = obj["usage"]
+        out.usage = _usage(obj["usage"])
     if not choices:
         return ("u" if choices == [] or obj.get("usage") else "?"), 0
+    if not isinstance(choices, list) or not all(isinstance(ch, dict) for ch in choices):
+        return "?", 0
     kind, nchars = "e", 0
     role_only = False
     for ch in choices:
         if ch.get("finish_reason"):
-            out.finish_reason = ch["finish_reason"]
+            out.finish_reason = str(ch["finish_reason"])[:100]
         delta = ch.get("delta")
         if delta is None:  # completions
-            txt = ch.get("text") or ""
+            txt = _text(ch.get("text"))
+        elif not isinstance(delta, dict):
+            return "?", 0
         else:
-            txt = (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
-            if delta.get("tool_calls"):
+            txt = _text(delta.get("content")) + _text(delta.get("reasoning_content") or delta.get("reasoning"))
+            calls = delta.get("tool_calls")
+            if calls:
                 kind = "c"
-                for tc in delta["tool_calls"]:
-                    fn = tc.get("function") or {}
-                    nchars += len(fn.get("arguments") or "") + len(fn.get("name") or "")
-            if delta.get("role") and not txt and not delta.get("tool_calls"):
+                for tc in calls if isinstance(calls, list) else ():
+                    fn = tc.get("function") if isinstance(tc, dict) else None
+                    fn = fn if isinstance(fn, dict) else {}
+                    nchars += len(_text(fn.get("arguments"))) + len(_text(fn.get("name")))
+            if delta.get("role") and not txt and not calls:
                 role_only = True
         if txt:
             kind = "c"
@@ -71,7 +94,34 @@ def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
     return kind, nchars
 
 
+def _no_constants(name: str):
+    raise ValueError(name)
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):  # 1e999 parses as inf
+        raise ValueError(text)
+    return v
+
+
+def _decode(p: bytes) -> object:
+    """One event's JSON, or None when it is not JSON a server may send (NaN, inf, too deep)."""
+    try:
+        obj = json.loads(p, parse_constant=_no_constants, parse_float=_finite_float)
+    except (ValueError, RecursionError):
+        return None
+    return obj if check_depth(obj) is None else None
+
+
 def _fast(p: bytes, out: ParsedStream) -> tuple[str, int] | None:
+    try:
+        return _fast_bytes(p, out)
+    except (ValueError, UnicodeDecodeError):  # no closing quote, or not UTF-8: let the slow path decide
+        return None
+
+
+def _fast_bytes(p: bytes, out: ParsedStream) -> tuple[str, int] | None:
     """Classify a compact (no-space) single-choice OpenAI chunk from its bytes; None = let json decide.
     Inside a JSON string a quote is always escaped, so an unescaped `"content":"` can only be the key."""
     if b'"choices":[{' not in p or b'"error"' in p or b'"usage":{' in p or b"tool_calls" in p or b'"reasoning' in p:
@@ -104,7 +154,16 @@ def _fast(p: bytes, out: ParsedStream) -> tuple[str, int] | None:
 
 
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
-    """Split into SSE events (each stamped with the read that completed it) and classify them."""
+    """Split into SSE events (each stamped with the read that completed it) and classify them. Never raises."""
+    try:
+        return _parse(reads)
+    except Exception as exc:  # noqa: BLE001 - hostile bytes must not end the run; say so in the record instead
+        out = ParsedStream()
+        out.error = f"unparsable stream ({type(exc).__name__}: {str(exc)[:200]})"
+        return out
+
+
+def _parse(reads: list[tuple[int, bytes]]) -> ParsedStream:
     out = ParsedStream()
     body = b"".join(d for _, d in reads)
     if b"\r\n" in body:
@@ -145,10 +204,7 @@ def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
             continue
         r = _fast(p, out)
         if r is None:
-            try:
-                obj = json.loads(p)
-            except ValueError:
-                obj = None
+            obj = _decode(p)
             r = _classify(obj, out) if isinstance(obj, dict) else ("?", 0)
         kinds.append(r[0])
         c_out.append(r[1])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.load.report import write_reports
+from harness.errors import OutputError
+from harness.load.report import stopped_by, write_reports
 from harness.load.runner import Target, run_scenario
 from harness.load.scenario import load_scenario
 from harness.manifest import REPO_ROOT
@@ -18,11 +19,14 @@ def run_stage(ctx: StageContext) -> StageResult:
     out = ctx.run_dir / "load"
     eng = ctx.engine
     target = Target(eng.base_url, model=getattr(eng, "served_name", None) or None, api_key=getattr(eng, "api_key", None))
-    run_scenario(sc, target, out, progress=False)
+    try:
+        run_scenario(sc, target, out, progress=False)
+    except OutputError as exc:  # an earlier result in this run directory: a failed stage, not a lost result
+        return StageResult(name="load", ok=False, summary=str(exc), data={"error": str(exc)})
     s = write_reports(out)
     m = s["metrics"]
     failed = [c["name"] for c in s["slo_checks"] if not c["ok"]]
-    summary = (f"{m['requests']['ok']}/{m['requests']['total']} ok, stopped by {s['stop_reason']}, "
+    summary = (f"{m['requests']['ok']}/{m['requests']['total']} ok, stopped by {stopped_by(s)}, "
                f"TTFT p50 {(m['ttft_ms']['p50'] or 0):.0f} ms, ITL p50 {(m['itl_ms']['p50'] or 0):.1f} ms, "
                f"{(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s"
                + (f"; SLO failed: {', '.join(failed)}" if failed else "")

@@ -7,6 +7,8 @@ exceptions) but reads the socket in 64 KiB blocks and de-chunks a whole block at
 piece per socket read (which is also the finest arrival time a client can honestly claim).
 
 Plain `http://` only, keep-alive pool per host:port, no proxies, no compression (it sends `accept-encoding: identity`).
+Whatever the server sends, a malformed reply (not HTTP, a bad status line, header or chunk-size line, headers past
+`MAX_HEAD_BYTES`) is an `httpx.RemoteProtocolError`, never another exception: the runner records it as a transport error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ import httpx
 __all__ = ["FastTransport"]
 
 _READ = 1 << 16
+MAX_HEAD_BYTES = 64 << 10  # status line + headers; a real server sends well under 8 KiB
+MAX_CHUNK_LINE = 1024  # a chunk-size line (hex size, optional extensions)
+
+
+def _protocol_error(message: str) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(f"malformed HTTP reply: {message}")
+
+
+def _chunk_size(line: bytes) -> int:
+    text = line.split(b";", 1)[0].strip()
+    if not text or len(text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in text):
+        raise _protocol_error(f"bad chunk-size line {line[:40]!r}")
+    return int(text, 16)
 
 
 class _Conn:
@@ -95,6 +110,8 @@ class _Body(httpx.AsyncByteStream):
                     j = data.find(b"\r\n", i)
                     if j < 0:
                         pending = data[i:]
+                        if len(pending) > MAX_CHUNK_LINE:
+                            raise _protocol_error("chunk-size line too long")
                         break
                     if trailer:
                         if j == i:  # blank line: end of message
@@ -104,7 +121,9 @@ class _Body(httpx.AsyncByteStream):
                             return
                         i = j + 2
                         continue
-                    size = int(data[i:j].split(b";", 1)[0], 16)
+                    if j - i > MAX_CHUNK_LINE:
+                        raise _protocol_error("chunk-size line too long")
+                    size = _chunk_size(data[i:j])
                     i = j + 2
                     if size == 0:
                         trailer = True
@@ -121,6 +140,35 @@ class _Body(httpx.AsyncByteStream):
             self.t._release(self.conn)
         else:
             self.conn.close()
+
+
+def _parse_head(raw_head: bytes) -> tuple[int, list, bool, int | None, bool]:
+    """(status, headers, chunked, content-length, keep-alive) from the status line and headers, or RemoteProtocolError."""
+    hl = raw_head.decode("latin-1").split("\r\n")
+    parts = hl[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+        raise _protocol_error(f"not an HTTP/1.x status line: {hl[0][:60]!r}")
+    status = int(parts[1])
+    if status < 100:
+        raise _protocol_error(f"status {status}")
+    headers = []
+    chunked, length, keep = False, None, True
+    for line in hl[1:]:
+        k, sep, v = line.partition(":")
+        if not sep or not k.strip():
+            raise _protocol_error(f"bad header line {line[:60]!r}")
+        k, v = k.strip(), v.strip()
+        headers.append((k, v))
+        lk = k.lower()
+        if lk == "transfer-encoding" and "chunked" in v.lower():
+            chunked = True
+        elif lk == "content-length":
+            if not v.isdigit() or len(v) > 18:
+                raise _protocol_error(f"bad content-length {v[:40]!r}")
+            length = int(v)
+        elif lk == "connection" and v.lower() == "close":
+            keep = False
+    return status, headers, chunked, length, keep
 
 
 class FastTransport(httpx.AsyncBaseTransport):
@@ -176,10 +224,12 @@ class FastTransport(httpx.AsyncBaseTransport):
                     if not more:
                         raise httpx.RemoteProtocolError("server disconnected without sending a response")
                     data += more
+                    if len(data) > MAX_HEAD_BYTES and b"\r\n\r\n" not in data[:MAX_HEAD_BYTES + 4]:
+                        raise _protocol_error(f"no end of headers within {MAX_HEAD_BYTES} bytes")
                 break
             except httpx.RemoteProtocolError:
                 conn.close()
-                if reused and not data:
+                if reused and not data and attempt == 0:
                     continue  # a stale keep-alive connection: retry once on a fresh one
                 raise
             except asyncio.TimeoutError:
@@ -189,22 +239,11 @@ class FastTransport(httpx.AsyncBaseTransport):
                 conn.close()
                 raise httpx.ReadError(str(exc)) from exc
         raw_head, rest = data.split(b"\r\n\r\n", 1)
-        hl = raw_head.decode("latin-1").split("\r\n")
-        parts = hl[0].split(" ", 2)
-        status = int(parts[1])
-        headers = []
-        chunked, length, keep = False, None, True
-        for line in hl[1:]:
-            k, _, v = line.partition(":")
-            k, v = k.strip(), v.strip()
-            headers.append((k, v))
-            lk = k.lower()
-            if lk == "transfer-encoding" and "chunked" in v.lower():
-                chunked = True
-            elif lk == "content-length":
-                length = int(v)
-            elif lk == "connection" and v.lower() == "close":
-                keep = False
+        try:
+            status, headers, chunked, length, keep = _parse_head(raw_head)
+        except httpx.RemoteProtocolError:
+            conn.close()
+            raise
         if request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             length = 0
         stream = _Body(self, conn, rest, chunked, length, keep, t.get("read"))

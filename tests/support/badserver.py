@@ -16,6 +16,7 @@ Modes (each writes exactly these bytes, so a client sees the fault it would see 
   hugeheaders HTTP 200 with 1 MiB of headers
   close       closes the connection without a byte
   markup      HTTP 400 whose error message holds rich markup ("[/oops]")
+  doneonly    HTTP 200 SSE that sends only `data: [DONE]` (a complete stream without a single token)
 Only ever binds 127.0.0.1; counts requests per path in `hits`.
 """
 
@@ -179,6 +180,8 @@ class BadServer:
             w(b"HTTP/1.1 200 OK\r\n" + b"x-junk: " + b"a" * (1 << 20) + b"\r\ncontent-length: 0\r\n\r\n")
         elif mode == "close":
             pass
+        elif mode == "doneonly":
+            w(_reply(200, b"data: [DONE]\n\n", "text/event-stream"))
         else:
             raise ValueError(f"unknown mode {mode!r}")
         await writer.drain()

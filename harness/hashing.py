@@ -74,7 +74,8 @@ def tree_listing(root: str | Path) -> list[tuple[str, str]]:
         raise DataError(f"{_where(root)}: {'not a directory' if root.exists() else 'no such directory'}")
 
     def unreadable(exc: OSError) -> None:
-        raise DataError(f"{_where(Path(exc.filename))}: cannot read directory: {exc.strerror}; refusing to hash a partial tree")
+        where = _where(Path(exc.filename))
+        raise DataError(f"{where}: cannot read directory: {exc.strerror}; refusing to hash a partial tree")
 
     rows = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):

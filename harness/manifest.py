@@ -150,7 +150,8 @@ class ServerSpec(_Strict):
     @classmethod
     def _envname(cls, v: str | None) -> str | None:
         if v is not None and not ENV_NAME.fullmatch(v):
-            raise ValueError("must be an environment variable *name*, not a key")  # the value is not shown: it may be one
+            # the value is not shown: it may be a key
+            raise ValueError("must be an environment variable *name*, not a key")
         return v
 
     # The engine kind comes from the validation context (load_manifest passes it); without it every kind's rules apply.
@@ -281,7 +282,9 @@ def read_lock(manifest_path: Path, lock: Path, pinned_sha256: str | None = None)
     if pinned_sha256:
         actual = hashlib.sha256(data).hexdigest()
         if actual != pinned_sha256:
-            raise ManifestError(manifest_path, "runtime.python.lock_sha256", f"pinned {pinned_sha256}, lock file has {actual}")
+            raise ManifestError(
+                manifest_path, "runtime.python.lock_sha256", f"pinned {pinned_sha256}, lock file has {actual}"
+            )
     try:
         parse_lock_text(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -1,4 +1,4 @@
-"""What a manifest's `server.args`/`server.env` (and `conform --extra-arg`) may not set, read the way the engine reads it.
+"""What a manifest's `server.args`/`server.env` (and `conform --extra-arg`) may not set, read as the engine reads it.
 
     problem = refused_arg("vllm", ["--ho", "0.0.0.0"])   # "'--ho' is read as --host: ...", or None
     problem = refused_env("vllm", {"VLLM_HOST_IP": "0.0.0.0"})

@@ -93,7 +93,8 @@ def check_launch_inputs(m: Manifest, extra_args: tuple[str, ...] = (), extra_env
     name = m.server.api_key_env
     if name and not os.environ.get(name):
         raise RefusedError(
-            f"{where}: server.api_key_env: ${name} is not set (or empty); set it, or remove api_key_env to run without a key"
+            f"{where}: server.api_key_env: ${name} is not set (or empty); "
+            "set it, or remove api_key_env to run without a key"
         )
 
 

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from harness.cli import main
 from harness.errors import DataError, ManifestError, UsageError
 from harness.hashing import tree_hash
-from harness.launch.argcheck import FORBIDDEN_ARGS, refused_arg
 from harness.manifest import DEFAULT_MANIFEST, load_manifest
 from harness.tinymodel import build_reference_model
 from tests.support import netguard
@@ -177,8 +176,11 @@ def test_ordinary_engine_args_pass(tmp_path, capsys, args):
     assert rc == 0, err
 
 
-@pytest.mark.parametrize("args, flag", [(["--hostname=0.0.0.0"], "--hostname"), (["--api_key", "k"], "--api-key"),
-                                        (["--model-id", "/x"], "--model-id"), (["--port", "81"], "--port")])  # fmt: skip
+TGI_BYPASSES = [(["--hostname=0.0.0.0"], "--hostname"), (["--api_key", "k"], "--api-key"),
+                (["--model-id", "/x"], "--model-id"), (["--port", "81"], "--port")]  # fmt: skip
+
+
+@pytest.mark.parametrize("args, flag", TGI_BYPASSES)
 def test_tgi_args_are_checked_for_tgi(tmp_path, capsys, args, flag):
     path = write(tmp_path, tgi_variant(args=args))
     refused(["validate", str(path)], capsys, "server.args", flag)
@@ -250,7 +252,11 @@ def _flexible(tokens: list[str]) -> list[str]:
     return out
 
 
-_NAMES = [f.lstrip("-") for f in FORBIDDEN_ARGS["vllm"] if f.startswith("--")] + ["seed", "dtype", "model-impl"]
+# vLLM's options that the manifest must not set (harness.launch.argcheck.FORBIDDEN_ARGS["vllm"], spelled out here so
+# that the test states the rule independently), and neighbours that it may.
+VLLM_FORBIDDEN = ["--host", "--port", "--api-key", "--uds", "--config", "--model", "--served-model-name",
+                  "--data-parallel-address", "--otlp-traces-endpoint", "--kv-events-config", "--kv-transfer-config"]
+_NAMES = [f.lstrip("-") for f in VLLM_FORBIDDEN] + ["seed", "dtype", "model-impl", "config-format", "max-num-seqs"]
 _token = st.one_of(
     st.sampled_from(["0.0.0.0", "1", "x.yaml", "sk-x"]),
     st.builds(
@@ -264,12 +270,15 @@ _token = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_token, max_size=6))
 def test_whatever_argparse_reads_as_a_forbidden_flag_is_refused(tokens):
+    from harness.launch.argcheck import FORBIDDEN_ARGS, refused_arg
+
+    assert set(VLLM_FORBIDDEN) <= set(FORBIDDEN_ARGS["vllm"])
     try:
         ns, _rest = _vllm_like_parser().parse_known_args(_flexible(tokens))
     except (argparse.ArgumentError, SystemExit):
         return  # the engine would refuse to start
     set_by_args = {k for k, v in vars(ns).items() if v not in (None, False)}
-    forbidden = {f.lstrip("-").replace("-", "_") for f in FORBIDDEN_ARGS["vllm"]}
+    forbidden = {f.lstrip("-").replace("-", "_") for f in VLLM_FORBIDDEN}
     if set_by_args & forbidden:
         assert refused_arg("vllm", tokens) is not None, (tokens, set_by_args & forbidden)
 

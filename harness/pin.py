@@ -15,10 +15,10 @@ import os
 import re
 from pathlib import Path
 
-import yaml
-
 from harness.errors import ManifestError, RefusedError
-from harness.hashing import atomic_write_text
+from harness.outputs import atomic_write_text
+from harness.readers import parse_yaml, read_text
+from harness.yamlfile import validate_as
 
 __all__ = ["pin_manifest", "local_repo_digest", "set_digest_in_text"]
 
@@ -161,13 +161,14 @@ def pin_manifest(path: str | Path, client=None) -> str:
     digest = local_repo_digest(m.runtime.docker.image, client)
     if m.runtime.docker.digest == digest:
         return digest
-    old_text = p.read_text()
+    old_text = read_text(p, "manifest")  # bounded, like every reader; the same text load_manifest accepted
     new_text = set_digest_in_text(old_text, digest, str(p))
-    expected = yaml.safe_load(old_text)
+    expected = parse_yaml(old_text, p, "manifest")
     expected["runtime"]["docker"]["digest"] = digest
-    if yaml.safe_load(new_text) != expected:
+    edited = parse_yaml(new_text, p, "manifest")
+    if edited != expected:
         raise ManifestError(p, "runtime.docker.digest", "could not edit the digest line safely; set it by hand: " + digest)
-    Manifest.model_validate(yaml.safe_load(new_text))
+    validate_as(Manifest, edited, p, context={"engine_kind": m.engine.kind})
     mode = p.stat().st_mode & 0o7777
     atomic_write_text(p, new_text)
     os.chmod(p, mode)  # the temporary file was created 0600

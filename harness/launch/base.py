@@ -14,7 +14,10 @@ from pathlib import Path
 
 from harness.manifest import Manifest
 
-__all__ = ["LaunchSpec", "Engine", "new_run_id", "harness_home"]
+__all__ = ["LaunchSpec", "Engine", "new_run_id", "harness_home", "VLLM_NO_TELEMETRY"]
+
+# vLLM posts usage statistics to stats.vllm.ai from every engine unless told not to; nothing leaves this machine.
+VLLM_NO_TELEMETRY = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 
 
 def harness_home() -> Path:

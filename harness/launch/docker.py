@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 
 from harness.errors import LaunchError, PinMismatch, RefusedError
-from harness.launch.base import Engine, LaunchSpec
+from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
 
 __all__ = [
     "DockerEngine",
@@ -138,6 +138,8 @@ def _environment(spec: LaunchSpec) -> dict[str, str]:
     env.update(OFFLINE_ENV)  # the harness's own settings last, so the manifest cannot undo them
     if m.engine.kind == "tgi":
         env["USAGE_STATS"] = "off"
+    else:
+        env.update(VLLM_NO_TELEMETRY)
     key = spec.api_key()
     if key:  # by environment, so it is not on the command line (ps)
         env["API_KEY" if m.engine.kind == "tgi" else "VLLM_API_KEY"] = key

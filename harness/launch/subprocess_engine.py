@@ -16,7 +16,7 @@ import time
 
 from harness.errors import LaunchError
 from harness.launch import registry
-from harness.launch.base import Engine, LaunchSpec
+from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
 from harness.procs import process_group, process_start_time
 from harness.launch.watchdog import kill_group
 
@@ -50,6 +50,7 @@ def engine_environment(spec: LaunchSpec) -> dict[str, str]:
     env.update(spec.extra_env)
     # The harness's own settings last, so the manifest cannot undo them.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(spec.run_dir / "hf-home")})
+    env.update(VLLM_NO_TELEMETRY)
     # Loopback only, for vLLM's internal torch.distributed rendezvous too (see harness.envs.PLUGIN_SOURCE).
     env.update({"VLLM_HOST_IP": spec.host, "GLOO_SOCKET_IFNAME": "lo"})
     key = spec.api_key()

@@ -204,7 +204,9 @@ def test_harness_flags_come_last_and_its_env_wins(tmp_path):
     assert cmd[-8:] == ["--model", str(tmp_path), "--served-model-name", m.model.served_name,
                         "--host", "127.0.0.1", "--port", "12345"]  # fmt: skip
     assert cmd.index("--max-num-seqs") < cmd.index("--host")
-    assert engine_environment(spec)["VLLM_HOST_IP"] == "127.0.0.1"
+    env = engine_environment(spec)
+    assert env["VLLM_HOST_IP"] == "127.0.0.1"
+    assert env["VLLM_NO_USAGE_STATS"] == "1"  # vLLM would otherwise post usage stats off this machine
 
 
 def test_extra_arg_goes_through_the_same_check(tmp_path, capsys, nothing_launches):
@@ -547,3 +549,23 @@ def test_model_build_force_rebuilds_its_own_model(tmp_path, capsys):
     rc, out, err = run(["model", "build", str(d), "--force"], capsys)
     assert rc == 0, err
     assert out.strip() == tree_hash(d)
+
+
+def test_pin_reads_and_checks_the_manifest_through_the_bounded_readers(tmp_path):
+    from harness.pin import pin_manifest
+
+    class Image:
+        id = "sha256:" + "c" * 64
+        attrs = {"RepoDigests": [f"example/tgi@{DIGEST}"]}
+
+    class Client:
+        class images:  # noqa: N801 - the docker SDK's shape
+            @staticmethod
+            def get(name):
+                return Image()
+
+    data = tgi_variant()
+    del data["runtime"]["docker"]["digest"]
+    path = write(tmp_path, data)
+    assert pin_manifest(path, client=Client()) == DIGEST
+    assert load_manifest(path).runtime.docker.digest == DIGEST

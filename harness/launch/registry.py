@@ -8,7 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from harness.hashing import atomic_write_text
+from harness.errors import HarnessError
+from harness.outputs import atomic_write_text
+from harness.readers import read_json
 from harness.launch.base import harness_home
 from harness.procs import process_start_time
 
@@ -36,13 +38,22 @@ def unregister(run_id: str) -> None:
         pass
 
 
+def _usable(entry: object) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("run_id"), str):
+        return False
+    return entry.get("kind") != "subprocess" or (isinstance(entry.get("pid"), int) and entry["pid"] > 0)
+
+
 def entries() -> list[dict]:
+    """Every readable entry; a corrupt, foreign or non-regular file (a FIFO would block) is skipped, not fatal."""
     out = []
     for p in sorted(_dir().glob("*.json")) if _dir().is_dir() else []:
         try:
-            out.append(json.loads(p.read_text()))
-        except (OSError, ValueError):
+            entry = read_json(p, "run registry entry", max_bytes=1 << 20)
+        except HarnessError:
             continue
+        if _usable(entry):
+            out.append(entry)
     return out
 
 

@@ -569,3 +569,16 @@ def test_pin_reads_and_checks_the_manifest_through_the_bounded_readers(tmp_path)
     path = write(tmp_path, data)
     assert pin_manifest(path, client=Client()) == DIGEST
     assert load_manifest(path).runtime.docker.digest == DIGEST
+
+
+def test_ps_skips_corrupt_and_non_regular_registry_entries(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.mkfifo(runs / "fifo.json")
+    (runs / "deep.json").write_text("[" * 20000 + "]" * 20000)
+    (runs / "list.json").write_text("[1, 2]")
+    (runs / "nopid.json").write_text('{"run_id": "x", "kind": "subprocess", "pid": "1"}')
+    rc = finishes(lambda: main(["ps", "--json"]))
+    assert rc == 0
+    assert [r for r in yaml.safe_load(capsys.readouterr().out) if r.get("kind") == "subprocess"] == []

@@ -53,6 +53,18 @@ def _print_verdict(s: dict, out: Path) -> int:
     return 0 if s["ok"] else 1
 
 
+def _api_key(name: str | None) -> str | None:
+    """The key from the variable NAME; a name that is not one, or is unset, is an error, not a run without a key."""
+    if name is None:
+        return None
+    if not name.isidentifier() or not name.isascii():
+        raise UsageError("--api-key-env takes the name of an environment variable (e.g. VLLM_API_KEY), not the key itself")
+    key = os.environ.get(name)
+    if not key:
+        raise UsageError(f"--api-key-env {name}: that environment variable is not set (or empty)")
+    return key
+
+
 def cmd_load(args) -> int:
     from harness.load.report import write_reports
     from harness.load.runner import OUTPUT_NAMES, Target, check_target, run_scenario
@@ -69,18 +81,21 @@ def cmd_load(args) -> int:
             raise UsageError("give MANIFEST SCENARIO, or --url URL SCENARIO")
         manifest_path, scenario_path = args.args
     sc = load_scenario(scenario_path)
+    key = _api_key(args.api_key_env)
+    manifest = None
+    if manifest_path is not None:
+        from harness.manifest import load_manifest
+
+        manifest = load_manifest(manifest_path)
     # Before any work (a launch, a request): never over an input, never over an earlier result without --force.
     out = output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[scenario_path, manifest_path])
     progress = False if args.no_progress else None
-    if manifest_path is None:
-        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if manifest is None:
         target = Target(url, model=args.model, api_key=key, allow_remote=args.allow_remote)
         run_scenario(sc, target, out, progress=progress, force=args.force)
     else:
         from harness.launch.session import launch
-        from harness.manifest import load_manifest
 
-        manifest = load_manifest(manifest_path)
         with launch(manifest, run_dir=out) as engine:
             target = Target(engine.base_url, model=args.model or getattr(engine, "served_name", None),
                             api_key=getattr(engine, "api_key", None))

@@ -271,6 +271,10 @@ class _Run:
             self.stop.set()
 
     # ------------------------------------------------------------------ bounds
+    def start_clock(self) -> None:
+        self.t0 = _now()
+        self.deadline = self.t0 + int(self.sc.bounds.max_duration_s * 1e9)
+
     def remaining_s(self) -> float:
         return max(self.deadline - _now(), 0) / 1e9
 
@@ -291,8 +295,7 @@ class _Run:
         done, _ = await asyncio.wait({task}, timeout=self.remaining_s())
         if task not in done:
             self.hit_bound()
-            task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await _cancel_all([task])
 
     # ------------------------------------------------------------------ scrapes
     async def scrape(self, client: httpx.AsyncClient, phase: str, closing: bool = False) -> None:
@@ -361,10 +364,12 @@ class _Run:
         n = sc.bounds.max_requests
         headers = bearer(self.target.api_key)
         timeout = httpx.Timeout(sc.request_timeout_s, connect=10.0)
-        transport = FastTransport() if self.target.base_url.startswith("http://") else None
-        kw = {"transport": transport} if transport else {}
+        plain = self.target.base_url.startswith("http://")
+        kw = {"transport": FastTransport()} if plain else {}
+        side_kw = {"transport": FastTransport()} if plain else {}  # side requests: discovery and scrapes
         async with httpx.AsyncClient(base_url=self.target.base_url, headers=headers, timeout=timeout, trust_env=False, **kw) as client, \
-                httpx.AsyncClient(base_url=self.target.base_url, headers=headers, trust_env=False) as side:
+                httpx.AsyncClient(base_url=self.target.base_url, headers=headers, trust_env=False, **side_kw) as side:
+            self.start_clock()  # the clients exist: from here on the server could stretch the run, so the bound runs
             model = await self.resolve_model(side)
             self.write({"type": "run", "schema": 1, "scenario": sc.model_dump(mode="json"), "scenario_source": sc.source,
                         "target": self.shown_url, "model": model, "endpoint": sc.endpoint,
@@ -399,10 +404,7 @@ class _Run:
                 if driver not in done:
                     self.hit_bound()  # no-op when an abort already stopped the run
                 self.stop.set()
-                for t in list(self.tasks):
-                    t.cancel()
-                driver.cancel()
-                await asyncio.gather(driver, *self.tasks, return_exceptions=True)
+                await _cancel_all([driver, *self.tasks])
                 stopper.cancel()
                 await asyncio.gather(stopper, return_exceptions=True)
             self.step = "closing"
@@ -475,6 +477,17 @@ class _Run:
             pending.append(t)
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def _cancel_all(tasks: list[asyncio.Task]) -> None:
+    """Cancel until every task is done: a cancel that lands as an await completes can be lost (asyncio.wait_for on
+    3.11, or library code), and one lost cancel would let a request run on past the deadline."""
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.05)
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _get_bounded(client: httpx.AsyncClient, path: str, max_bytes: int) -> tuple[int, bytes]:

@@ -61,8 +61,10 @@ class _Body(httpx.AsyncByteStream):
         if self.timeout is None:
             return await self.conn.reader.read(_READ)
         try:
-            return await asyncio.wait_for(self.conn.reader.read(_READ), self.timeout)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that arrives as the read completes
+            async with asyncio.timeout(self.timeout):
+                return await self.conn.reader.read(_READ)
+        except TimeoutError:
             raise httpx.ReadTimeout("read timed out") from None
 
     async def __aiter__(self):
@@ -191,8 +193,9 @@ class FastTransport(httpx.AsyncBaseTransport):
                 return c, True
             c.close()
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection(key[0], key[1], limit=_READ * 4), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                r, w = await asyncio.open_connection(key[0], key[1], limit=_READ * 4)
+        except TimeoutError:
             raise httpx.ConnectTimeout("connect timed out") from None
         except OSError as exc:
             raise httpx.ConnectError(str(exc)) from exc
@@ -220,7 +223,8 @@ class FastTransport(httpx.AsyncBaseTransport):
                 conn.writer.write(head + body)
                 await conn.writer.drain()
                 while b"\r\n\r\n" not in data:
-                    more = await (asyncio.wait_for(conn.reader.read(_READ), t["read"]) if t.get("read") else conn.reader.read(_READ))
+                    async with asyncio.timeout(t.get("read")):
+                        more = await conn.reader.read(_READ)
                     if not more:
                         raise httpx.RemoteProtocolError("server disconnected without sending a response")
                     data += more
@@ -232,7 +236,7 @@ class FastTransport(httpx.AsyncBaseTransport):
                 if reused and not data and attempt == 0:
                     continue  # a stale keep-alive connection: retry once on a fresh one
                 raise
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 conn.close()
                 raise httpx.ReadTimeout("timed out waiting for response headers") from None
             except OSError as exc:

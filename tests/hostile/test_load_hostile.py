@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness.errors import ManifestError, RefusedError, UsageError
-from harness.load.scenario import iter_plan, parse_scenario
+from harness.load.scenario import parse_scenario
 from tests.load.fakeserver import FakeServer
 from tests.support import netguard
 from tests.support.badserver import BadServer
@@ -357,6 +357,8 @@ def test_warmup_counts_towards_the_prompt_bound():
 
 
 def test_plan_is_built_one_request_at_a_time():
+    from harness.load.scenario import iter_plan
+
     sc = parse_scenario(with_(bounds={"max_requests": 100_000, "max_duration_s": 60}), "s.yaml")
     it = iter_plan(sc)
     t = time.monotonic()
@@ -425,6 +427,8 @@ def test_near_zero_gamma_rate_is_one_clear_line(tmp_path):
 ])  # fmt: skip
 def test_extreme_but_valid_arrivals_plan_finite_offsets(arrival):
     import math
+
+    from harness.load.scenario import iter_plan
 
     sc = parse_scenario(with_(arrival=arrival, bounds={"max_requests": 2000, "max_duration_s": 1}), "s.yaml")
     assert all(math.isfinite(p.offset_s) for p in iter_plan(sc))
@@ -550,3 +554,16 @@ def test_out_equal_to_the_scenario_file_is_refused(tmp_path):
     before = sc.read_text()
     rc, _, err, _ = load("http://127.0.0.1:9", sc, sc)
     assert rc == 2 and "not a directory" in one_error_line(err) and sc.read_text() == before
+
+
+# ---------------------------------------------------------------- --api-key-env must name a variable that is set
+
+
+@pytest.mark.parametrize("value, needle", [("HARNESS_TEST_UNSET_KEY_VAR", "not set"), ("sk-abc123", "not the key itself")])
+def test_api_key_env_unset_or_a_key_is_refused(value, needle, tmp_path):
+    with BadServer("ok") as s:
+        rc, _, err, _ = load(s.url, scenario(tmp_path), tmp_path / "o", "--api-key-env", value)
+        hits = sum(s.hits.values())
+    line = one_error_line(err)
+    assert rc == 2 and needle in line and "abc123" not in line and hits == 0  # a key given by mistake is not echoed
+    assert not (tmp_path / "o").exists()

@@ -567,3 +567,75 @@ def test_api_key_env_unset_or_a_key_is_refused(value, needle, tmp_path):
     line = one_error_line(err)
     assert rc == 2 and needle in line and "abc123" not in line and hits == 0  # a key given by mistake is not echoed
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- properties: whatever the bytes, one kind of error
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+HEADISH = st.one_of(st.binary(max_size=200), st.builds(lambda a, b: b"HTTP/1.1 " + a + b"\r\n" + b, st.binary(max_size=8),
+                                                       st.binary(max_size=120)))  # fmt: skip
+
+
+@FUZZ
+@given(HEADISH)
+def test_any_reply_head_is_parsed_or_a_protocol_error(raw):
+    import httpx
+
+    from harness.load.transport import _parse_head
+
+    try:
+        status, headers, chunked, length, keep = _parse_head(raw)
+    except httpx.RemoteProtocolError:
+        return
+    assert 100 <= status <= 999 and (length is None or length >= 0)
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=64), max_size=8), st.booleans())
+def test_any_body_is_decoded_or_a_protocol_error(pieces, chunked):
+    import asyncio
+
+    import httpx
+
+    from harness.load.transport import FastTransport, _Body, _Conn
+
+    async def go():
+        reader = asyncio.StreamReader()
+        for p in pieces:
+            reader.feed_data(p)
+        reader.feed_eof()
+
+        class W:
+            def close(self):
+                pass
+
+        body = _Body(FastTransport(), _Conn(reader, W(), ("127.0.0.1", 1)), b"", chunked, None, True, 1.0)
+        try:
+            async for _ in body:
+                pass
+        except httpx.RemoteProtocolError:
+            pass
+
+    asyncio.run(go())
+
+
+SSEISH = st.lists(st.one_of(
+    st.binary(max_size=80),
+    st.sampled_from([b"data: [DONE]\n\n", b"data: {\"choices\": []}\n\n", b"\n\n", b"data: ", b"{\"usage\": {\"completion_tokens\": ",
+                     b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"", b"\"}}]}\n\n", b"NaN", b"1e999", b"\r\n"]),
+), max_size=12)  # fmt: skip
+
+
+@FUZZ
+@given(SSEISH)
+def test_any_stream_is_classified_without_raising(parts):
+    from harness.load.sse import parse_stream
+
+    reads = [(i, p) for i, p in enumerate(parts)]
+    ps = parse_stream(reads)
+    assert len(ps.kinds) == len(ps.t) == len(ps.nbytes) == len(ps.chars)
+    assert set(ps.kinds) <= set("rceuxd?")
+    json.dumps({"usage": ps.usage, "finish_reason": ps.finish_reason, "error": ps.error}, allow_nan=False)

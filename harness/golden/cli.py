@@ -66,9 +66,13 @@ def _hardware(engine) -> dict:
 
     spec = getattr(engine, "spec", None)
     env_dir = getattr(spec, "env_dir", None)
+    if getattr(engine, "torch_unknown", None):  # --url: the harness did not start it, so it knows no environment
+        return collect(None, torch_unknown=engine.torch_unknown)
     if env_dir:
         return collect(Path(env_dir) / "bin" / "python")
-    return collect(None, torch_unknown=getattr(engine, "torch_unknown", "engine not launched from a python environment"))
+    if spec is not None and getattr(spec.manifest.runtime, "docker", None) is not None:
+        return collect(None, torch_unknown="docker engine: the image's torch is not probed")
+    return collect(None, torch_unknown="engine not launched from a python environment")
 
 
 def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):

@@ -99,7 +99,9 @@ def test_2_url_userinfo_never_stored_or_printed(tmp_path, capsys, tiny_set):
     assert rc == 0, cap.err
     stored = "".join(p.read_text() for p in out.iterdir())
     assert "s3cret-pw" not in stored + cap.out + cap.err and "alice" not in stored
-    assert json.loads((out / "meta.json").read_text())["base_url"].startswith("http://***@127.0.0.1:")
+    meta_ = json.loads((out / "meta.json").read_text())
+    assert meta_["base_url"].startswith("http://***@127.0.0.1:")
+    assert meta_["hardware"]["torch"] == "unknown (recorded against --url)" and meta_["hardware"]["cpu"]["model"]
 
 
 def _with_env(m, env):

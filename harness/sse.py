@@ -119,7 +119,7 @@ class SSEParser:
                 self._line(bytes(self._buf), bytes(self._buf), out)
                 self._buf.clear()
             pending = self._has_data or self._event is not None or self._id is not None or self._fields
-            if (self._event_raw or self._lead) and (pending or self._event_raw.strip() or self._lead):
+            if pending or self._lead or self._event_raw.strip():
                 out.append(
                     SSEEvent(
                         "truncated",
@@ -186,10 +186,12 @@ class SSEParser:
             return
         text = line.decode("utf-8", errors="replace")
         if text.startswith(":"):
-            # A comment is its own event in the trace (keep-alives must be visible), even mid-event.
-            comment_raw = raw
-            self._event_raw = self._event_raw[: len(self._event_raw) - len(raw)]
-            out.append(SSEEvent("comment", text[1:].lstrip(" "), self._take_lead() + comment_raw))
+            # A comment is its own event in the trace (keep-alives must be visible), even mid-event. It carries every
+            # byte not yet handed out (blank lines before it, the first lines of an event it interrupts), so the raw
+            # bytes of the events, joined in order, are always the stream itself.
+            comment_raw = self._take_lead() + bytes(self._event_raw)
+            self._event_raw = bytearray()
+            out.append(SSEEvent("comment", text[1:].lstrip(" "), comment_raw))
             return
         name, sep, value = text.partition(":")
         if sep and value.startswith(" "):

@@ -50,8 +50,10 @@ def register(sub) -> None:
                        help="propose an expectation file from a conformance.json: fails become quirks to review")
     u.add_argument("results", help="conformance.json written by `harness conform --out`")
     u.add_argument("--expect", required=True, help="the expectation name or YAML path the run used")
-    u.add_argument("--out", required=True, help="where to write the proposed YAML (never the input, unless --force)")
-    u.add_argument("--force", action="store_true")
+    u.add_argument("--out", required=True,
+                   help="where to write the proposed YAML: never over the results; over an existing file (the expectation"
+                   " file included) only with --force")
+    u.add_argument("--force", action="store_true", help="replace an existing --out (never the results file)")
     u.set_defaults(func=cmd_update_expectations)
 
 

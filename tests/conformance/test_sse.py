@@ -43,3 +43,18 @@ def test_fuzz_never_raises_and_keeps_bytes(blob, cuts):
 def test_fuzz_sse_tokens(parts):
     evs = parse_sse_bytes(b"".join(parts))
     assert all(e.kind in {"data", "done", "comment", "other", "truncated"} for e in evs)
+
+
+def test_raw_bytes_join_to_the_stream_around_comments_and_a_bom():
+    # examples hypothesis found (or could): a blank line before a comment, a comment inside an event, a leading BOM
+    for blob in (b"\n:", b"data: a\n:c\n\n", b"data: a\n:c\n", b"\xef\xbb\xbfdata: 1\n\n", b"\xef\xbb\xbf"):
+        evs = parse_sse_bytes(blob)
+        assert b"".join(e.raw for e in evs) == blob, (blob, evs)
+    assert [(e.kind, e.data) for e in parse_sse_bytes(b"data: a\n:c\n\n")] == [("comment", "c"), ("data", "a")]
+
+
+def test_a_leading_bom_is_not_content_even_split_across_feeds():
+    p = SSEParser()
+    out = p.feed(b"\xef") + p.feed(b"\xbb") + p.feed(b"\xbfdata: 1\n\n") + p.close()
+    assert [(e.kind, e.data) for e in out] == [("data", "1")]
+    assert [(e.kind, e.data) for e in parse_sse_bytes(b"\xef\xbb\xbfdata: 1\n\n")] == [("data", "1")]

@@ -183,6 +183,8 @@ def parse_yaml(text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH
         obj = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise fail(error, path, "(nesting)", f"{what} is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit, raised by the constructor
+        raise fail(error, path, "(value)", f"not a usable YAML value: {str(exc).splitlines()[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(syntax)"

@@ -177,3 +177,10 @@ def test_atomic_write_follows_the_umask(tmp_path):
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
     with pytest.raises(OutputError):
         atomic_write_text(tmp_path, "x")
+
+
+def test_yaml_integer_past_the_digit_limit_is_one_error(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("port: " + "1" * 5000 + "\n")
+    with pytest.raises(ManifestError, match="digit"):
+        read_yaml(p, "manifest")

@@ -9,6 +9,10 @@
     ├── InstallError                  building/verifying an engine environment failed
     ├── DataError                     a recorded file (golden, events, report) is corrupt: names file and line
     ├── OutputError                   an output cannot be written, or would replace an input or an existing result
+    ├── WireError                     exit_code 1: an HTTP exchange failed below HTTP (mapped once, in harness.client)
+    │   ├── WireConnectError          no connection: refused, or the client gave up connecting
+    │   ├── WireTimeout               a read or write timed out
+    │   └── WireProtocolError         not HTTP, bad framing, or the connection broke mid-exchange
     └── LaunchError                   exit_code 1: the engine could not be brought up or died
         ├── StartupTimeout            not ready in time (carries the log tail)
         ├── EngineExited              the process/container exited (carries the log tail)
@@ -63,6 +67,22 @@ class DataError(HarnessError):
 
 
 class OutputError(HarnessError):
+    pass
+
+
+class WireError(HarnessError):
+    exit_code = 1
+
+
+class WireConnectError(WireError):
+    pass
+
+
+class WireTimeout(WireError):
+    pass
+
+
+class WireProtocolError(WireError):
     pass
 
 

@@ -1,6 +1,6 @@
 """The trace client: every HTTP exchange with an engine becomes a `Trace` of raw, timestamped events.
 
-    async with make_client(base_url, api_key=key) as client:       # the one AsyncClient factory (transport injectable)
+    async with make_client(base_url, api_key=key) as client:       # harness.client.http: the one client factory
         trace = await record(client, "POST", "/v1/chat/completions", json=body)
         trace = await record(client, "POST", path, json=body, stop_after=lambda t: len(t.data_events()) >= 3)
 
@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 import httpx
 
+from harness.client.http import Timeouts, as_httpx_timeout, failure_kind
 from harness.sse import SSEParser, decode_json
 
-__all__ = ["TraceEvent", "Trace", "make_client", "record", "bearer", "DEFAULT_TIMEOUT"]
+__all__ = ["TraceEvent", "Trace", "record", "DEFAULT_TIMEOUT", "MAX_BODY"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 MAX_BODY = 64 << 20  # stop reading past this many bytes (an endless stream must not grow memory without end)
@@ -57,6 +58,7 @@ class Trace:
     t_headers_ns: int | None = None
     t_end_ns: int | None = None
     error: str | None = None  # transport error (no response, or the body broke off)
+    failure: str = ""  # its kind (harness.client.http.failure_kind): unsent | connect | timeout | protocol | other
     ended: str = ""  # eof | cancel | disconnect | error | limit | timeout
     sse: bool = False
 
@@ -95,30 +97,6 @@ async def _raw_chunks(response: httpx.Response):
         yield chunk
 
 
-def bearer(api_key: str | None) -> dict[str, str]:
-    """The Authorization header for an API key (none without a key). The one place it is built."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-def make_client(
-    base_url: str,
-    *,
-    api_key: str | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-    max_connections: int = 100,
-) -> httpx.AsyncClient:
-    """The one place an AsyncClient is built. Tests inject `httpx.MockTransport` (or an ASGI transport)."""
-    return httpx.AsyncClient(
-        base_url=base_url,
-        headers=bearer(api_key),
-        timeout=timeout,
-        transport=transport,
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        trust_env=False,
-    )
-
-
 async def record(
     client: httpx.AsyncClient,
     method: str,
@@ -129,7 +107,7 @@ async def record(
     headers: dict[str, str] | None = None,
     sse: bool | None = None,
     stop_after: Callable[[Trace], bool] | None = None,
-    timeout: httpx.Timeout | float | None = None,
+    timeout: Timeouts | httpx.Timeout | float | None = None,
     max_bytes: int = MAX_BODY,
     max_duration_s: float | None = None,
 ) -> Trace:
@@ -149,7 +127,7 @@ async def record(
         kwargs["content"] = jsonlib.dumps(json).encode()
         kwargs["headers"] = {"Content-Type": "application/json", **(headers or {})}
     if timeout is not None:
-        kwargs["timeout"] = timeout
+        kwargs["timeout"] = as_httpx_timeout(timeout)
     exchange = _exchange(client, trace, method, path, kwargs, sse, stop_after, max_bytes)
     if max_duration_s is None:
         await exchange
@@ -175,6 +153,7 @@ async def _exchange(client: httpx.AsyncClient, trace: Trace, method: str, path: 
         response = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         trace.error, trace.ended, trace.t_end_ns = f"{type(exc).__name__}: {exc}", "error", time.monotonic_ns()
+        trace.failure = failure_kind(exc)
         return
     trace.t_headers_ns = time.monotonic_ns()
     trace.status = response.status_code
@@ -209,6 +188,7 @@ async def _exchange(client: httpx.AsyncClient, trace: Trace, method: str, path: 
                 trace.ended = "eof"
         except httpx.HTTPError as exc:
             trace.error, trace.ended = f"{type(exc).__name__}: {exc}", "disconnect"
+            trace.failure = failure_kind(exc)
         finally:
             trace.body = bytes(body)  # also when a time bound cancels the read
         if parser is not None and trace.ended != "cancel":

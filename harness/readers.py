@@ -5,7 +5,7 @@ refuses nesting deeper than a limit, and turns every problem into the harness's 
 where there is one): `ManifestError` for inputs a person wrote (manifests, scenarios, prompt sets, expectations),
 `DataError` for recorded data (golden files, events, reports, traces). Nothing here ever raises anything else.
 
-    obj = read_json(path, "golden meta", error=DataError)
+    obj = read_json(path, "golden meta", error: ErrorType = DataError)
     for lineno, obj in iter_jsonl(path, "events"):
         ...
     raw = read_yaml(path, "manifest")               # duplicate keys are an error, with both lines
@@ -18,11 +18,13 @@ import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 import yaml
 
 from harness.errors import DataError, HarnessError, ManifestError
+
+ErrorType = type[HarnessError]
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -52,7 +54,7 @@ def fail(error: type[HarnessError], path: object, where: str, message: str) -> H
     return error(f"{path}: {where}: {message}" if where else f"{path}: {message}")
 
 
-def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error=ManifestError) -> bytes:
+def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError) -> bytes:
     """The whole file, if it is a regular file of at most max_bytes. Opening never blocks (O_NONBLOCK for FIFOs)."""
     p = Path(path)
     try:
@@ -82,7 +84,7 @@ def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES,
         os.close(fd)
 
 
-def _decode(data: bytes, p: object, what: str, error) -> str:
+def _decode(data: bytes, p: object, what: str, error: ErrorType) -> str:
     try:
         return data.decode("utf-8-sig")  # a UTF-8 BOM is not part of the content
     except UnicodeDecodeError as exc:
@@ -90,7 +92,7 @@ def _decode(data: bytes, p: object, what: str, error) -> str:
         raise fail(error, p, f"line {line}", f"{what} is not UTF-8 text (byte {exc.start})") from None
 
 
-def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error=ManifestError) -> str:
+def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError) -> str:
     return _decode(read_bytes(path, what, max_bytes=max_bytes, error=error), path, what, error)
 
 
@@ -111,12 +113,12 @@ def check_depth(obj: Any, max_depth: int = MAX_DEPTH) -> int | None:
     return None
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
 def parse_json(text: str, where_path: object, what: str, *, max_depth: int = MAX_DEPTH, allow_nan: bool = False,
-               error=DataError, where: str = "") -> Any:  # fmt: skip
+               error: ErrorType = DataError, where: str = "") -> Any:  # fmt: skip
     """Parse one JSON document; `where` (e.g. 'line 3') is prefixed to any message."""
     try:
         obj = json.loads(text) if allow_nan else json.loads(text, parse_constant=_reject_constant)
@@ -132,13 +134,13 @@ def parse_json(text: str, where_path: object, what: str, *, max_depth: int = MAX
 
 
 def read_json(path: str | Path, what: str, *, max_bytes: int = MAX_DATA_BYTES, max_depth: int = MAX_DEPTH,
-              allow_nan: bool = False, error=DataError) -> Any:  # fmt: skip
+              allow_nan: bool = False, error: ErrorType = DataError) -> Any:  # fmt: skip
     text = read_text(path, what, max_bytes=max_bytes, error=error)
     return parse_json(text, path, what, max_depth=max_depth, allow_nan=allow_nan, error=error)
 
 
 def iter_jsonl(path: str | Path, what: str, *, max_bytes: int = MAX_DATA_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
-               max_depth: int = MAX_DEPTH, allow_nan: bool = False, error=DataError,
+               max_depth: int = MAX_DEPTH, allow_nan: bool = False, error: ErrorType = DataError,
                skip_blank: bool = True) -> Iterator[tuple[int, Any]]:  # fmt: skip
     """(line number, object) for each line. The file is read once, bounded; a bad line names its number."""
     text = read_text(path, what, max_bytes=max_bytes, error=error)
@@ -156,7 +158,7 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
@@ -172,13 +174,14 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
                 f"key {key!r} first set on line {seen[key]}", None, f"duplicate key {key!r}", key_node.start_mark
             )
         seen[key] = key_node.start_mark.line + 1
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    mapping: dict[Any, Any] = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    return mapping
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def parse_yaml(text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH, error=ManifestError) -> Any:
+def parse_yaml(text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH, error: ErrorType = ManifestError) -> Any:
     try:
         obj = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
@@ -199,7 +202,7 @@ def parse_yaml(text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH
     return obj
 
 
-def _reject_nonfinite(obj: Any, path: object, what: str, error) -> None:
+def _reject_nonfinite(obj: Any, path: object, what: str, error: ErrorType) -> None:
     """YAML's .nan/.inf are never a valid count, rate or time in a harness input: name the field that holds one."""
     stack: list[tuple[Any, str]] = [(obj, "")]
     seen: set[int] = set()
@@ -214,7 +217,7 @@ def _reject_nonfinite(obj: Any, path: object, what: str, error) -> None:
 
 
 def read_yaml(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, max_depth: int = MAX_DEPTH,
-              error=ManifestError) -> Any:  # fmt: skip
+              error: ErrorType = ManifestError) -> Any:  # fmt: skip
     p = Path(path)
     if p.is_dir():
         raise fail(error, p, "(file)", f"is a directory, not a {what} file")

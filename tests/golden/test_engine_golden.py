@@ -34,12 +34,10 @@ def _assert_deterministic(d, rec):
 
 
 def _assert_matches_committed(d, rec):
-    """Against a recording from another machine (or of unknown hardware), the diff's own verdict is the pass: no
-    regression, every prompt identical or equivalent within the tolerance. Same known hardware: bit-identical, as in
-    one run."""
-    if d.hardware["status"] == "same":
-        _assert_deterministic(d, rec)
-        return
+    """Against the committed recording the diff's own verdict is the pass: no regression, every prompt identical or
+    equivalent within the tolerance. Bit-identity is required only within one machine and one run: two machines whose
+    CPU model and ISA flags read the same still differed in the last float bits (issue 12), so "same hardware" as
+    recorded is no licence to demand it."""
     bad = [(p.set, p.id, p.status, p.reason) for p in d.prompts if p.status not in ("identical", "equivalent")]
     assert d.ok and d.within_tolerance and not bad, (d.hardware["line"], bad)
     assert max(p.max_logprob_drift for p in d.prompts) <= d.tolerance
@@ -70,10 +68,7 @@ def test_golden_stage_passes_on_default_manifest(vllm_engine, tmp_path):
     diff = json.loads((tmp_path / "golden" / "diff.json").read_text())
     assert diff["ok"] and diff["within_tolerance"]
     assert all(p["max_logprob_drift"] <= diff["tolerance"] for p in diff["prompts"])
-    if res.data["hardware"]["status"] == "same":  # the machine that recorded the baseline: bit-identical n=1 prompts
-        assert res.data["counts"].get("identical", 0) >= 17, res.summary
-    else:
-        assert "hardware" in res.summary, res.summary
+    assert "hardware" in res.summary, res.summary  # the stage says what made each side
 
 
 @pytest.mark.slow

@@ -59,7 +59,7 @@ def test_drift_within_tolerance_on_another_machine_passes(tmp_path):
     assert answered and {p.status for p in answered} == {"equivalent"}
     assert all(p.max_logprob_drift == pytest.approx(delta) for p in answered)
     assert d.ok and d.within_tolerance
-    assert d.hardware["status"] == "unknown" and "recorded before provenance" in d.hardware["line"]
+    assert d.hardware["status"] == "different" and "cpu.model" in d.hardware["line"], d.hardware["line"]
 
 
 def test_drift_beyond_tolerance_fails_on_any_machine(tmp_path):
@@ -132,5 +132,13 @@ def test_committed_recordings_hold_no_absolute_path_and_say_their_hardware():
         assert "hardware" in meta, p
         load_recording(p.parent)  # set sha256s still valid
     committed = json.loads((COMMITTED / "meta.json").read_text())
-    assert committed["hardware"] == UNKNOWN_BEFORE_PROVENANCE
+    hw = committed["hardware"]  # the committed baseline says what made it
+    assert hw["cpu"]["model"] and hw["cpu"]["isa"] and hw["torch"]["version"] and hw["torch"]["cpu_capability"], hw
     assert committed["manifest"]["path"] == "manifests/vllm-0.11.0-cpu.yaml"
+
+
+def test_a_recording_without_provenance_is_named_unknown(tmp_path):
+    old = _copy(tmp_path, "old", hardware=UNKNOWN_BEFORE_PROVENANCE)
+    d = diff_recordings(old, load_recording(COMMITTED))
+    assert d.hardware["status"] == "unknown" and "recorded before provenance" in d.hardware["line"]
+    assert {p.status for p in d.prompts} == {"identical"}  # unknown hardware changes no verdict

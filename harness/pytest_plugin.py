@@ -92,7 +92,7 @@ class HarnessCaseFailure(Exception):
 
 class HarnessCollector(pytest.Collector):
     def collect(self):
-        from harness.conformance.registry import all_cases
+        from harness.conformance.suite import all_cases
 
         for c in all_cases():
             yield HarnessCaseItem.from_parent(self, name=c.id, case=c)
@@ -109,14 +109,14 @@ def pytest_collection_modifyitems(session, config, items):
 def _report(config) -> dict:
     if REPORT_KEY in config.stash:
         return config.stash[REPORT_KEY]
-    from harness.conformance.cli import default_expectation
-    from harness.conformance.expectations import load_expectations
+    from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.runner import new_ctx, run_suite_sync
+    from harness.settings import api_key_from_env
 
     s = get_settings(config)
     if s["harness_url"]:
         exp = load_expectations(s["harness_expect"] or "openai")
-        rep = run_suite_sync(new_ctx(config.stash[URL_KEY], exp, api_key=os.environ.get("HARNESS_API_KEY")))
+        rep = run_suite_sync(new_ctx(config.stash[URL_KEY], exp, api_key=api_key_from_env(None)))
     else:
         from harness.launch.session import launch
         from harness.manifest import load_manifest

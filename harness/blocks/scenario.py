@@ -1,6 +1,6 @@
-"""A minimal scenario reader for the block simulator.
+"""The block simulator's scenario reader: its own format, and the load-test format `harness load` runs.
 
-Accepted YAML (a subset of the load-test scenario format, plus an ``engine`` section)::
+The simulator's own format (a subset of the load-test scenario format, plus an ``engine`` section)::
 
     name: shared-prefix-burst
     seed: 0
@@ -16,7 +16,20 @@ Load-test keys the simulator has no use for (``bounds.max_duration_s``, ``slo``,
 ``endpoint``, ``model``, ``prompt_unit``, ``ignore_eos``, ``description``) are ignored, so a load-test scenario
 with constant arrival and fixed/uniform lengths replays as is. Lengths count *tokens of the prompt as the
 engine sees it* (a chat template adds tokens; the simulator does not model templates).
-Every number is typed and bounded (``harness.blocks.limits``). Pure except :func:`load` / :func:`load_any`.
+Every number is typed and bounded (``harness.blocks.limits``). Pure except :func:`load`, :func:`load_any` and
+:func:`from_load_scenario` (given no document).
+
+A load-test scenario (`loadtests/*.yaml`, the format `harness load` runs) replays as exactly the requests `harness
+load` would send (`harness.load.scenario.plan`: same seed, arrival offsets, prompt texts, shared prefix and
+max_tokens), turned into the token ids the engine sees with the embedded reference
+model, whose tokenizer is byte-level (token id = byte value) and whose chat template is
+`<s><|user|>\\n{content}\\n<|assistant|>\\n` (`harness.tinymodel.CHAT_TEMPLATE`); completions get `<s>` + the prompt.
+So a shared text prefix gives the same leading token ids, and the prefix cache sees what the engine sees.
+
+Approximations, stated: output length = max_tokens (the scenarios set ignore_eos); a closed-loop scenario (arrival kind
+`concurrency`) is replayed as every request arriving at t=0 with max_num_seqs capped at the concurrency, which holds
+the same number in flight (waiting requests hold no blocks); warm-up requests are not replayed. Engine defaults are the
+default manifest's engine (vLLM 0.11.0 CPU, float32, 1 GiB KV: 8192 blocks of 128, max_model_len 1024).
 """
 
 from __future__ import annotations
@@ -32,7 +45,8 @@ from harness.blocks import limits as L
 from harness.errors import ManifestError
 from harness.yamlfile import read_yaml_mapping, validate_as
 
-__all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "load_any", "parse", "expand"]
+__all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "load_any", "parse", "expand",
+           "is_load_scenario", "from_load_scenario", "DEFAULT_ENGINE"]
 
 
 @dataclass(frozen=True)
@@ -211,10 +225,65 @@ def load(path: str | Path) -> SimScenario:
     return parse(_read(path), str(path))
 
 
+# --- the load-test format: the requests `harness load` would send, as the engine's token ids ---------------
+
+DEFAULT_ENGINE = EngineSettings(num_blocks=8192, block_size=128, max_model_len=1024)
+
+
+def is_load_scenario(doc: object) -> bool:
+    return isinstance(doc, dict) and "bounds" in doc and "engine" not in doc and "requests" not in doc
+
+
+def _prompt_ids(text: str, endpoint: str) -> tuple[int, ...]:
+    from harness.tinymodel import BOS_ID
+
+    if endpoint == "chat":
+        return (BOS_ID, *f"<|user|>\n{text}\n<|assistant|>\n".encode())
+    return (BOS_ID, *text.encode())
+
+
+def _longest_units(lengths, listed) -> int:
+    if lengths.kind == "fixed":
+        return lengths.value
+    if lengths.kind == "uniform":
+        return lengths.max
+    return max(listed or (0,))
+
+
+def _check_size(sc) -> None:
+    """Refuse before planning: plan() builds every prompt text at once, and a unit is at least one token."""
+    n = sc.bounds.max_requests
+    units = n * (_longest_units(sc.prompt_tokens, sc.prompt_lengths_list)
+                 + _longest_units(sc.output_tokens, sc.output_lengths_list))
+    if units > L.MAX_SIM_TOKENS:
+        raise ManifestError(sc.source or "<scenario>", "bounds.max_requests",
+                            f"{n} requests x (longest prompt + longest output) = at least {units} tokens, over the "
+                            f"simulator's limit of {L.MAX_SIM_TOKENS}")
+
+
+def from_load_scenario(path: str | Path, doc: dict | None = None) -> tuple[SimScenario, list[SimRequestSpec]]:
+    """`doc`: the file's YAML already read (by load_any), so it is read once."""
+    from harness.load.scenario import load_scenario, parse_scenario, plan
+
+    sc = load_scenario(path) if doc is None else parse_scenario(doc, path)
+    _check_size(sc)
+    planned = plan(sc)
+    total = sum(len(p.prompt) + p.max_tokens for p in planned)  # prompt text is ASCII: one byte-level token a char
+    if total > L.MAX_SIM_TOKENS:  # word prompts are several tokens a word
+        raise ManifestError(path, "prompt_tokens", f"the planned requests hold {total} tokens, over the simulator's "
+                                                   f"limit of {L.MAX_SIM_TOKENS}")
+    specs = [SimRequestSpec(f"req-{p.index}", p.offset_s or 0.0, _prompt_ids(p.prompt, sc.endpoint), p.max_tokens)
+             for p in planned]
+    engine = DEFAULT_ENGINE
+    if sc.arrival.kind == "concurrency":
+        engine = EngineSettings(**{**engine.__dict__, "max_num_seqs": min(engine.max_num_seqs, sc.arrival.concurrency)})
+    sim = SimScenario(name=sc.name, requests=len(specs), rate=None, prompt_tokens=Lengths(), output_tokens=Lengths(),
+                      seed=sc.seed, engine=engine)
+    return sim, specs
+
+
 def load_any(path: str | Path) -> tuple[SimScenario, list[SimRequestSpec] | None]:
     """A load-test scenario (loadtests/*.yaml: the requests `harness load` would send) or the simulator's own format."""
-    from harness.blocks.from_load import from_load_scenario, is_load_scenario
-
     doc = _read(path)
     if is_load_scenario(doc):
         return from_load_scenario(path, doc)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import CaseResult, Check, errored
-from harness.conformance.registry import all_cases
+from harness.conformance.suite import all_cases
 from harness.conformance.view import StreamView, guess_kind, load_recorded
 
 __all__ = ["check_view", "check_file"]

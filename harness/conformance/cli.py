@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import re
 import sys
 import time
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.settings import DEFAULT_API_KEY_ENV, api_key_from_env
 
-__all__ = ["register", "api_key_from_env"]
-
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-DEFAULT_KEY_ENV = "HARNESS_API_KEY"
+__all__ = ["register"]
 
 
 def register(sub) -> None:
@@ -25,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
     p.add_argument("--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest")
     p.add_argument("--api-key-env", default=None, metavar="NAME",
-                   help=f"name of the environment variable holding the API key when attaching (default {DEFAULT_KEY_ENV},"
+                   help=f"name of the environment variable holding the API key when attaching (default {DEFAULT_API_KEY_ENV},"
                    " used when set); a key is never taken on the command line, and a NAME that is not set is refused")
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument("--out", help="directory for conformance.json and junit.xml")
@@ -57,39 +53,12 @@ def register(sub) -> None:
     u.set_defaults(func=cmd_update_expectations)
 
 
-def default_expectation(kind: str, version: str) -> str:
-    from harness.conformance.expectations import available
-
-    names = available()
-    for cand in (f"{kind}-{version}", f"{kind}-{'.'.join(version.split('.')[:2])}"):
-        if cand in names:
-            return cand
-    raise UsageError(f"no expectation file for {kind} {version}; pass --expect (available: {', '.join(names)})")
-
-
 def cmd_list() -> int:
-    from harness.conformance.registry import all_cases
+    from harness.conformance.suite import all_cases
 
     for c in all_cases():
         print(f"{c.id:45s} {c.level.value:6s} {c.requirement}")
     return 0
-
-
-def api_key_from_env(name: str | None) -> str | None:
-    """The API key from the environment variable `name`. Without a name, HARNESS_API_KEY if set (else no key);
-    a name given on purpose must be a variable name and must be set, or the run would quietly go without a key."""
-    if name is None:
-        return os.environ.get(DEFAULT_KEY_ENV) or None
-    if not ENV_NAME.fullmatch(name):
-        # never echo it: what was given may be the key itself
-        raise UsageError("--api-key-env takes the NAME of an environment variable that holds the key, not the key"
-                         " itself (the value given is not a variable name)")  # fmt: skip
-    value = os.environ.get(name)
-    if value is None:
-        raise UsageError(f"--api-key-env {name}: that environment variable is not set")
-    if not value.strip():
-        raise UsageError(f"--api-key-env {name}: that environment variable is empty")
-    return value
 
 
 def _seconds(value: float | None, flag: str) -> float | None:
@@ -99,7 +68,7 @@ def _seconds(value: float | None, flag: str) -> float | None:
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
-    from harness.conformance.expectations import load_expectations
+    from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
     from harness.conformance.runner import new_ctx, run_suite_sync
     from harness.net import loopback_url, redact_url

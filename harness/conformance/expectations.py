@@ -24,10 +24,10 @@ from typing import Any
 from harness.conformance.model import Case, CaseResult, Check, Verdict
 from harness.errors import ManifestError, UsageError
 from harness.readers import read_yaml
+from harness.settings import EXPECTATIONS_DIR
 
-__all__ = ["Expectations", "load_expectations", "resolve", "EXPECTATIONS_DIR", "available"]
-
-EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "manifests" / "expectations"
+__all__ = ["Expectations", "load_expectations", "resolve", "EXPECTATIONS_DIR", "available", "default_expectation",
+           "series_name"]
 
 
 @dataclass
@@ -53,6 +53,20 @@ class Expectations:
 
 def available() -> list[str]:
     return sorted(p.stem for p in EXPECTATIONS_DIR.glob("*.yaml"))
+
+
+def series_name(kind: str, version: str) -> str:
+    """The expectation name of an engine's minor series: vllm 0.11.0 -> `vllm-0.11`."""
+    return f"{kind}-{'.'.join(version.split('.')[:2])}"
+
+
+def default_expectation(kind: str, version: str) -> str:
+    """The expectation file for an engine version: the exact version's, else its minor series'."""
+    names = available()
+    for cand in (f"{kind}-{version}", series_name(kind, version)):
+        if cand in names:
+            return cand
+    raise UsageError(f"no expectation file for {kind} {version}; pass --expect (available: {', '.join(names)})")
 
 
 def load_expectations(name_or_path: str | Path | None) -> Expectations:

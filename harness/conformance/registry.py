@@ -1,4 +1,5 @@
-"""The case registry: `@case(...)` registers a live case; shape checks are registered per probe. Stable order."""
+"""The case registry: `@case(...)` registers a live case; shape checks are registered per probe. Stable order.
+It knows no case family: `harness.conformance.suite` imports them all (and so fills CASES)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, Callable
 
 from harness.conformance.model import Case, Check, Level
 
-__all__ = ["CASES", "case", "shape_cases", "select", "all_cases"]
+__all__ = ["CASES", "case", "shape_cases", "select"]
 
 CASES: list[Case] = []
 
@@ -42,12 +43,6 @@ def shape_cases(prefix: str, probe_name: str, checks: dict, kind: str) -> None:
             return run
 
         CASES.append(Case(f"{prefix}.{name}", req, level, make(), shape=fn, kind=kind))
-
-
-def all_cases() -> list[Case]:
-    import harness.conformance.cases  # noqa: F401  (registers everything)
-
-    return list(CASES)
 
 
 def select(cases: list[Case], patterns: list[str] | None) -> list[Case]:

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from harness.conformance.context import Ctx
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import Case, CaseResult, Check, Verdict, errored, skipped
-from harness.conformance.registry import all_cases, select
+from harness.conformance.registry import select
+from harness.conformance.suite import all_cases
 from harness.net import redact_url
 
 __all__ = ["SuiteReport", "run_suite", "run_suite_sync", "discover_model", "MAX_SUITE_S"]

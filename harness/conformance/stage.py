@@ -9,8 +9,7 @@ __all__ = ["run_stage"]
 
 
 def run_stage(ctx: StageContext) -> StageResult:
-    from harness.conformance.cli import default_expectation
-    from harness.conformance.expectations import load_expectations
+    from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.report import write_outputs
     from harness.conformance.runner import new_ctx, run_suite_sync
 

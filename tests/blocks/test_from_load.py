@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.blocks import scenario, simulate
-from harness.blocks.from_load import _prompt_ids
+from harness.blocks.scenario import _prompt_ids
 from harness.cli import main
 from harness.load.scenario import load_scenario, plan
 

@@ -13,6 +13,7 @@ import time
 
 from harness.client import Timeouts
 from harness.conformance.model import Check, errored, failed, passed, skipped
+from harness.conformance.registry import case
 
 LONG_TOKENS = 900
 # Connecting to loopback is the kernel's job, so a connect that times out means this client process was not
@@ -86,9 +87,6 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
     if check.status != 200 or err or ct != 4:
         return failed("unhealthy-after-cancel", "200 with 4 completion tokens", check.status, note=err or str(ct))
     return passed(", ".join(f"{k}={v}" for k, v in evidence.items()), **evidence)
-
-
-from harness.conformance.registry import case  # noqa: E402
 
 
 @case("cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=60)

@@ -132,7 +132,7 @@ def _all_running() -> list[dict]:
 
     rows = [dict(e, alive=registry.alive(e)) for e in registry.entries() if e.get("kind") == "subprocess"]
     try:
-        from harness.launch.docker import list_managed_containers
+        from harness.launch.containers import list_managed_containers
 
         rows += list_managed_containers()
     except ImportError:
@@ -160,7 +160,7 @@ def cmd_ps(args) -> int:
 
 def cmd_down(args) -> int:
     from harness.launch import registry
-    from harness.launch.subprocess_engine import stop_group
+    from harness.procs import terminate_group
 
     if not args.all and not args.run_id:
         raise UsageError("say which run ids to stop, or --all")
@@ -170,12 +170,12 @@ def cmd_down(args) -> int:
         if e.get("kind") != "subprocess" or not (args.all or e["run_id"] in wanted):
             continue
         if registry.alive(e):
-            stop_group(e["pid"], 20.0)
+            terminate_group(e["pid"], 20.0)
             stopped += 1
             print(f"stopped {e['run_id']} (pid {e['pid']})")
         registry.unregister(e["run_id"])
     try:
-        from harness.launch.docker import remove_managed_containers
+        from harness.launch.containers import remove_managed_containers
 
         if args.all:
             removed = remove_managed_containers()

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import InstallError
-from harness.launch.base import harness_home
 from harness.manifest import LOCK_MAX_BYTES, Manifest, parse_lock_text
 from harness.readers import read_bytes, read_text
+from harness.settings import harness_home
 
 __all__ = ["EngineEnv", "env_for", "ensure_env", "verify_env", "parse_lock", "lock_sha256"]
 

@@ -18,6 +18,7 @@ from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env
 from harness.net import is_loopback_host
 from harness.readers import read_bytes
+from harness.settings import DEFAULT_MANIFEST, REPO_ROOT
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -48,9 +49,6 @@ def _shown(value: object) -> str:
     """A value as one line (repr), cut short: error messages are one line and must not echo a whole file."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MANIFEST = REPO_ROOT / "manifests" / "vllm-0.11.0-cpu.yaml"
 
 
 class _Strict(BaseModel):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from harness.errors import PinMismatch
 from harness.hashing import tree_hash
-from harness.launch.base import harness_home
 from harness.manifest import Manifest
+from harness.settings import harness_home
 
 __all__ = ["resolve_model"]
 

@@ -37,12 +37,10 @@ def local_repo_digest(image: str, client=None) -> str:
     """The sha256 digest under which the locally present `image` (repository:tag) is known to its repository."""
     import docker.errors
 
+    from harness.dockerd import connect
     from harness.launch.docker import _split_ref
 
-    if client is None:
-        from harness.dockerd import docker_client
-
-        client = docker_client()
+    client = connect(client)
     repo, _tag = _split_ref(image)
     try:
         img = client.images.get(image)

@@ -1,12 +1,16 @@
-"""Facts about local processes, read from /proc (Linux): alive (zombies count as dead), start time (so a reused PID
-is never mistaken for ours), and the members of a process group."""
+"""Local processes (Linux): facts read from /proc (alive, with zombies counted as dead; start time, so a reused PID is
+never mistaken for ours; the members of a process group) and the one way the harness stops a process or a group:
+SIGTERM, a grace period, then SIGKILL."""
 
 from __future__ import annotations
 
 import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["pid_alive", "process_start_time", "process_group"]
+__all__ = ["pid_alive", "process_start_time", "process_group", "terminate", "terminate_group"]
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:
@@ -41,3 +45,32 @@ def process_group(pgid: int) -> set[int]:
         if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             pids.add(int(stat.parent.name))
     return pids
+
+
+def _term_wait_kill(send: Callable[[int], None], gone: Callable[[], bool], grace: float) -> None:
+    try:
+        send(signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if gone():
+            return
+        time.sleep(0.1)
+    try:
+        send(signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def terminate(pid: int, grace: float) -> None:
+    """SIGTERM one process, wait up to `grace` seconds for it to die, then SIGKILL it."""
+    _term_wait_kill(lambda sig: os.kill(pid, sig), lambda: not pid_alive(pid), grace)
+
+
+def terminate_group(pgid: int, grace: float) -> None:
+    """SIGTERM a whole process group, wait up to `grace` seconds for it to empty, then SIGKILL what is left.
+
+    Zombies do not count: an engine's direct child stays a zombie until its parent reaps it, and killpg(pgid, 0)
+    would still succeed on it."""
+    _term_wait_kill(lambda sig: os.killpg(pgid, sig), lambda: not process_group(pgid), grace)

@@ -44,7 +44,7 @@ from typing import Callable
 
 from harness.errors import InstallError
 from harness.hashing import file_sha256
-from harness.launch.base import harness_home
+from harness.settings import harness_home
 
 __all__ = [
     "SourcePin",

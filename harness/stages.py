@@ -1,24 +1,28 @@
 """What `harness run` hands each later stage (conformance, golden, load) and what a stage hands back.
 
-A stage module exposes `run_stage(ctx: StageContext) -> StageResult`; it must not raise for engine misbehaviour
-(that is a failed result), only for harness bugs or bad input.
+A stage module exposes `run_stage(ctx: StageContext) -> StageResult` (the `RunStage` shape); it must not raise for
+engine misbehaviour (that is a failed result), only for harness bugs or bad input.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["StageContext", "StageResult"]
+if TYPE_CHECKING:  # types only: the stage seam sits below the launcher and the manifest
+    from harness.launch.base import Engine
+    from harness.manifest import Manifest
+
+__all__ = ["StageContext", "StageResult", "RunStage"]
 
 
 @dataclass
 class StageContext:
-    engine: Any  # harness.launch.base.Engine, running and verified
-    manifest: Any  # harness.manifest.Manifest
+    engine: Engine  # running and verified
+    manifest: Manifest
     run_dir: Path  # reports/<run-id>/ ; a stage writes under run_dir/<stage name>/
-    identity: dict  # what the identity check verified (engine version, model hash, lock hash / image digest)
+    identity: dict[str, Any]  # what the identity check verified (engine version, model hash, lock hash / image digest)
 
 
 @dataclass
@@ -26,4 +30,10 @@ class StageResult:
     name: str
     ok: bool
     summary: str  # one line for the terminal
-    data: dict[str, Any] = field(default_factory=dict)  # goes into run.json
+    data: dict[str, Any] = field(default_factory=dict)  # goes into run.json as it is (a JSON object)
+
+
+class RunStage(Protocol):
+    """A stage module's `run_stage`."""
+
+    def __call__(self, ctx: StageContext) -> StageResult: ...

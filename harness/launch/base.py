@@ -6,22 +6,18 @@ even when start or readiness fails.
 
 from __future__ import annotations
 
-import os
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.manifest import Manifest
+from harness.settings import api_key_from_env
 
-__all__ = ["LaunchSpec", "Engine", "new_run_id", "harness_home", "VLLM_NO_TELEMETRY"]
+__all__ = ["LaunchSpec", "Engine", "new_run_id", "VLLM_NO_TELEMETRY"]
 
 # vLLM posts usage statistics to stats.vllm.ai from every engine unless told not to; nothing leaves this machine.
 VLLM_NO_TELEMETRY = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-
-
-def harness_home() -> Path:
-    return Path(os.environ.get("HARNESS_HOME", Path.home() / ".cache" / "harness")).expanduser()
 
 
 def new_run_id() -> str:
@@ -52,7 +48,7 @@ class LaunchSpec:
 
     def api_key(self) -> str | None:
         name = self.manifest.server.api_key_env
-        return os.environ.get(name) if name else None
+        return api_key_from_env(name) if name else None  # no api_key_env: the engine runs without a key
 
 
 class Engine(ABC):

@@ -16,56 +16,32 @@ would warn about and replace with 0.0.0.0 anyway). Containers on the same Docker
 bridge address; the harness starts nothing else there.
 
 Every container carries the labels `harness.managed=1`, `harness.run-id=<run id>` and `harness.engine-id=<uuid>`;
-`list_managed_containers()` / `remove_managed_containers()` find them for `harness ps` / `harness down --all`.
+harness.launch.containers finds them for `harness ps` / `harness down --all`.
 
-Dead-man's switch: before creating the container, start() spawns a detached watchdog
-(`python -m harness.launch.docker_reaper`) that holds the read end of a pipe whose write end only this process has.
-When this process dies, even by `kill -9`, the pipe reaches EOF and the watchdog removes the container(s) labelled
-with this engine's id. stop() tells the watchdog to exit quietly (it writes "stop" into the pipe) and removes the
-container itself.
+Dead-man's switch: before creating the container, start() spawns the watchdog (harness.launch.watchdog, action
+`containers`) that holds the read end of a pipe whose write end only this process has. When this process dies, even
+by `kill -9`, the pipe reaches EOF and the watchdog removes the container(s) labelled with this engine's id. stop()
+tells the watchdog to stand down (it writes "stop" into the pipe) and removes the container itself.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
+from harness.dockerd import connect
 from harness.errors import LaunchError, PinMismatch, RefusedError
 from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
+from harness.launch.containers import LABEL_ENGINE_ID, LABEL_MANAGED, LABEL_RUN_ID
+from harness.launch.watchdog import Watchdog
 
-__all__ = [
-    "DockerEngine",
-    "LABEL_MANAGED",
-    "LABEL_RUN_ID",
-    "LABEL_ENGINE_ID",
-    "find_pinned_image",
-    "repo_digests",
-    "engine_args",
-    "list_managed_containers",
-    "remove_managed_containers",
-    "wait_gone",
-]
+__all__ = ["DockerEngine", "find_pinned_image", "repo_digests", "engine_args"]
 
-LABEL_MANAGED = "harness.managed"
-LABEL_RUN_ID = "harness.run-id"
-LABEL_ENGINE_ID = "harness.engine-id"
 MODEL_MOUNT = "/model"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-_REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _client(client=None):
-    if client is not None:
-        return client
-    from harness.dockerd import docker_client
-
-    return docker_client()
 
 
 def _split_ref(image: str) -> tuple[str, str | None]:
@@ -91,7 +67,7 @@ def find_pinned_image(image: str, digest: str, client=None):
     """
     import docker.errors
 
-    client = _client(client)
+    client = connect(client)
     repo, _tag = _split_ref(image)
     try:
         img = client.images.get(image)
@@ -177,8 +153,7 @@ class DockerEngine(Engine):
         self._client = client
         self.container = None
         self.image_id: str | None = None
-        self._reaper: subprocess.Popen | None = None
-        self._reaper_w: int | None = None
+        self._reaper: Watchdog | None = None
         self._log_thread: threading.Thread | None = None
         self._log_ok = False
         self._last_exit: int | None = None
@@ -201,7 +176,7 @@ class DockerEngine(Engine):
     @property
     def client(self):
         if self._client is None:
-            self._client = _client()
+            self._client = connect()
         return self._client
 
     def create_kwargs(self) -> dict:
@@ -356,120 +331,12 @@ class DockerEngine(Engine):
     # -- dead-man's switch --------------------------------------------------------------------------------------
 
     def _spawn_reaper(self) -> None:
-        r, w = os.pipe()  # both non-inheritable; the child gets r explicitly, only we hold w
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-        log = open(self.spec.run_dir / "docker-reaper.log", "ab")
-        try:
-            self._reaper = subprocess.Popen(
-                [sys.executable, "-m", "harness.launch.docker_reaper", "--parent-pid", str(os.getpid()),
-                 "--run-id", self.spec.run_id, "--engine-id", self.engine_id, "--pipe-fd", str(r)],
-                pass_fds=(r,),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C in the terminal does not reach it; it outlives us on purpose
-                env=env,
-            )
-        finally:
-            os.close(r)
-            log.close()
-        self._reaper_w = w
+        self._reaper = Watchdog.spawn(
+            ["containers", "--run-id", self.spec.run_id, "--engine-id", self.engine_id],
+            log=self.spec.run_dir / "docker-reaper.log",
+        )
 
     def _stop_reaper(self) -> None:
-        w, self._reaper_w = self._reaper_w, None
-        if w is not None:
-            try:
-                os.write(w, b"stop\n")
-            except OSError:
-                pass
-            os.close(w)
-        p, self._reaper = self._reaper, None
-        if p is not None:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-# -- by label, for `harness ps` and `harness down --all` ----------------------------------------------------------
-
-
-def _label_filters(run_id: str | None, engine_id: str | None = None) -> dict:
-    labels = [f"{LABEL_MANAGED}=1"]
-    if run_id:
-        labels.append(f"{LABEL_RUN_ID}={run_id}")
-    if engine_id:
-        labels.append(f"{LABEL_ENGINE_ID}={engine_id}")
-    return {"label": labels}
-
-
-def list_managed_containers(run_id: str | None = None, client=None) -> list[dict]:
-    """Every container (running or not) labelled harness.managed=1 (optionally of one run), as plain dicts."""
-    client = _client(client)
-    out = []
-    for c in client.containers.list(all=True, filters=_label_filters(run_id)):
-        labels = c.labels or {}
-        ports = (c.attrs.get("HostConfig") or {}).get("PortBindings") or {}
-        bindings = [f"{b.get('HostIp') or '0.0.0.0'}:{b.get('HostPort')}->{cp}" for cp, bs in ports.items() for b in (bs or [])]
-        out.append({
-            "kind": "docker",
-            "id": c.id,
-            "container_id": c.id,
-            "name": c.name,
-            "status": c.status,
-            "run_id": labels.get(LABEL_RUN_ID),
-            "engine": labels.get("harness.engine"),
-            "base_url": labels.get("harness.url"),
-            "harness_pid": labels.get("harness.pid"),
-            "image": (c.attrs.get("Config") or {}).get("Image"),
-            "ports": bindings,
-        })
-    return out
-
-
-def remove_managed_containers(run_id: str | None = None, client=None, *, engine_id: str | None = None,
-                              timeout: float = 10.0) -> list[str]:
-    """Stop and remove harness-managed containers (all, one run's, or one engine's); returns the removed names."""
-    import docker.errors
-
-    client = _client(client)
-    removed = []
-    for c in client.containers.list(all=True, filters=_label_filters(run_id, engine_id)):
-        try:
-            if c.status in ("running", "restarting", "paused"):
-                c.stop(timeout=max(1, int(timeout)))
-        except docker.errors.APIError:
-            pass
-        try:
-            c.remove(force=True)
-            removed.append(c.name)
-        except docker.errors.NotFound:
-            removed.append(c.name)
-        except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
-                raise
-            removed.append(c.name)
-    return removed
-
-
-def wait_gone(names_or_ids: list[str], timeout: float = 10.0, client=None) -> bool:
-    """True once none of the containers exists (used by tests and `harness down`)."""
-    import docker.errors
-
-    client = _client(client)
-    deadline = time.monotonic() + timeout
-    while True:
-        left = []
-        for n in names_or_ids:
-            try:
-                client.containers.get(n)
-                left.append(n)
-            except docker.errors.NotFound:
-                pass
-        if not left:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.release(stand_down=True, timeout=10)

@@ -8,20 +8,21 @@ version; TGI `/info` must report the pinned version and the model we mounted.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 
-from harness.client import bearer
-from harness.errors import EngineExited, IdentityMismatch, StartupTimeout
+from harness.client import make_sync_client, wire_errors
+from harness.errors import EngineExited, IdentityMismatch, StartupTimeout, WireError
 from harness.launch.base import Engine
 
-__all__ = ["wait_ready", "verify_identity", "auth_headers"]
+__all__ = ["wait_ready", "verify_identity"]
 
 TGI_MODEL_ID = "/model"  # where the Docker launcher mounts the model; TGI reports it as model_id
 
 
-def auth_headers(engine: Engine) -> dict[str, str]:
-    return bearer(engine.spec.api_key())
+def _client(engine: Engine, seconds: float) -> httpx.Client:
+    return make_sync_client(engine.base_url, api_key=engine.spec.api_key(), timeout=seconds)
 
 
 def _log_tail(engine: Engine) -> str:
@@ -34,34 +35,37 @@ def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
     served = engine.spec.manifest.model.served_name
     t0 = time.monotonic()
     last = "no answer yet"
-    with httpx.Client(base_url=engine.base_url, timeout=5.0, headers=auth_headers(engine), trust_env=False) as http:
+    with _client(engine, 5.0) as http:
         while True:
             code = engine.exit_status()
             if code is not None:
                 raise EngineExited(f"engine exited with status {code} before it was ready", _log_tail(engine))
             try:
-                health = http.get("/health")
-                if health.status_code == 200:
-                    models = http.get("/v1/models")
+                with wire_errors():
+                    health = http.get("/health")
+                    models = http.get("/v1/models") if health.status_code == 200 else None
+                if models is not None:
                     ids = [d.get("id") for d in models.json().get("data", [])] if models.status_code == 200 else []
                     if served in ids:
                         return time.monotonic() - t0
                     last = f"/v1/models {models.status_code}, lists {ids}, not {served!r}"
                 else:
                     last = f"/health {health.status_code}"
-            except (httpx.HTTPError, ValueError) as exc:
+            except WireError as exc:  # not up yet: say how it failed, keep polling
+                last = exc.one_line()
+            except ValueError as exc:
                 last = type(exc).__name__
             if time.monotonic() - t0 > timeout:
                 raise StartupTimeout(f"engine not ready after {timeout:.0f} s ({last})", _log_tail(engine))
             time.sleep(poll)
 
 
-def verify_identity(engine: Engine) -> dict:
+def verify_identity(engine: Engine) -> dict[str, Any]:
     m = engine.spec.manifest
-    with httpx.Client(base_url=engine.base_url, timeout=10.0, headers=auth_headers(engine), trust_env=False) as http:
+    with _client(engine, 10.0) as http, wire_errors(engine.base_url):
         if m.engine.kind == "vllm":
             reported = http.get("/version").json().get("version")
-            extra: dict = {}
+            extra: dict[str, Any] = {}
         else:
             info = http.get("/info").json()
             reported = info.get("version")

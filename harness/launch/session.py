@@ -20,13 +20,14 @@ from harness.launch.base import Engine, LaunchSpec, new_run_id
 from harness.launch.listening import listening_sockets, non_loopback
 from harness.launch.ports import choose_port
 from harness.launch.ready import verify_identity, wait_ready
-from harness.manifest import REPO_ROOT, Manifest, load_manifest
+from harness.manifest import Manifest, load_manifest
+from harness.settings import REPORTS_DIR
 
 __all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs"]
 
 
 def reports_dir() -> Path:
-    return REPO_ROOT / "reports"
+    return REPORTS_DIR
 
 
 def _say(msg: str, quiet: bool) -> None:

@@ -1,7 +1,7 @@
 """Subprocess launcher: the pinned engine environment's Python runs vLLM's OpenAI server on 127.0.0.1.
 
 The engine gets its own session (process group). Two guarantees that it dies with the harness: a parent-death signal
-(SIGTERM) on the server process, and a watchdog process (harness.launch.watchdog) that kills the whole group when the
+(SIGTERM) on the server process, and the watchdog (harness.launch.watchdog) that kills the whole group when the
 harness's end of a pipe closes, which covers kill -9 of the harness and the engine's own child processes.
 """
 
@@ -11,14 +11,13 @@ import ctypes
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from harness.errors import LaunchError
 from harness.launch import registry
 from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
-from harness.procs import process_group, process_start_time
-from harness.launch.watchdog import kill_group
+from harness.launch.watchdog import Watchdog
+from harness.procs import process_group, process_start_time, terminate_group
 
 __all__ = ["SubprocessEngine", "vllm_command"]
 
@@ -63,8 +62,7 @@ class SubprocessEngine(Engine):
     def __init__(self, spec: LaunchSpec):
         super().__init__(spec)
         self.proc: subprocess.Popen | None = None
-        self._watchdog: subprocess.Popen | None = None
-        self._pipe_w: int | None = None
+        self._watchdog: Watchdog | None = None
 
     def command(self) -> list[str]:
         return vllm_command(self.spec)
@@ -82,15 +80,7 @@ class SubprocessEngine(Engine):
             )  # fmt: skip
         finally:
             log.close()
-        r, w = os.pipe()
-        self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "harness.launch.watchdog", str(self.proc.pid)],
-            stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            close_fds=True,
-        )  # fmt: skip
-        os.close(r)
-        os.set_inheritable(w, False)
-        self._pipe_w = w
+        self._watchdog = Watchdog.spawn(["group", str(self.proc.pid)])
         registry.register(
             self.spec.run_id,
             {
@@ -116,23 +106,13 @@ class SubprocessEngine(Engine):
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc is not None:
-            stop_group(self.proc.pid, timeout)
+            terminate_group(self.proc.pid, timeout)  # vLLM shuts its engine core down on SIGTERM
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        if self._pipe_w is not None:
-            os.close(self._pipe_w)  # the watchdog sees EOF, finds nothing left, and exits
-            self._pipe_w = None
-        if self._watchdog is not None:
-            try:
-                self._watchdog.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._watchdog.kill()
-            self._watchdog = None
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            # not a stand-down: the watchdog sees EOF, kills whatever of the group is left (nothing, normally), exits
+            watchdog.release(stand_down=False, timeout=timeout)
         registry.unregister(self.spec.run_id)
-
-
-def stop_group(pgid: int, timeout: float) -> None:
-    """SIGTERM the engine's process group (vLLM shuts its engine core down), then SIGKILL what is left."""
-    kill_group(pgid, timeout)

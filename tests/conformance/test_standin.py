@@ -6,7 +6,7 @@ import pytest
 
 from harness.conformance.expectations import load_expectations
 from harness.conformance.runner import new_ctx, run_suite
-from harness.standin_server import serve
+from tests.support.standin_server import serve
 
 pytest_plugins = ["pytester"]
 

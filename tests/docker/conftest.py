@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.dockerd import ensure_daemon, ensure_registry, free_loopback_port, stop_registry
+from tests.support.dockerd import ensure_daemon, ensure_registry, free_loopback_port, stop_registry
 from harness.hashing import tree_hash
 
 SESSION_PREFIX = f"dockertest-{uuid.uuid4().hex[:8]}"
@@ -30,7 +30,7 @@ def docker_client(tmp_path_factory):
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"Docker daemon unavailable{' under CI=true' if IN_CI else ''}: {exc}", pytrace=False)
     yield client
-    from harness.launch.docker import list_managed_containers, remove_managed_containers
+    from harness.launch.containers import list_managed_containers, remove_managed_containers
 
     for c in list_managed_containers(client=client):  # only this session's containers: others may share the daemon
         if (c.get("run_id") or "").startswith(SESSION_PREFIX):
@@ -63,7 +63,7 @@ class Images:
         return f"{self.registry}/{name}:3.3.5"
 
     def build(self, ref: str, variant: str) -> str:
-        from harness.standin import build_standin_image
+        from tests.support.standin import build_standin_image
 
         self.refs.add(ref)
         image_id = build_standin_image(ref, variant, client=self.client)

@@ -14,14 +14,14 @@ import httpx
 import pytest
 
 from harness.errors import DockerUnavailable, ManifestError, PinMismatch, RefusedError
-from harness.launch.docker import (
+from harness.launch.containers import (
     LABEL_MANAGED,
     LABEL_RUN_ID,
-    DockerEngine,
     list_managed_containers,
     remove_managed_containers,
     wait_gone,
 )
+from harness.launch.docker import DockerEngine
 from harness.manifest import load_manifest
 from harness.pin import pin_manifest
 

@@ -23,6 +23,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from harness.dockerd import connect
 from harness.errors import DockerUnavailable
 
 __all__ = ["build_standin_image", "standin_rootfs_tar", "BUSYBOX_PATHS", "STANDIN_CHANGES"]
@@ -89,10 +90,7 @@ def build_standin_image(tag: str, variant: str = "a", client=None) -> str:
 
     Different variants differ by one file (/etc/standin-variant), so they are different images with different digests.
     """
-    if client is None:
-        from harness.dockerd import docker_client
-
-        client = docker_client()
+    client = connect(client)
     repo, _, tg = tag.rpartition(":")
     if not repo or "/" in tg:
         repo, tg = tag, "latest"

@@ -1,6 +1,6 @@
 """A TGI 3.3.5 stand-in for tests: serves TGI-shaped streams and endpoints (shared/reference/tgi-3.3.5.md) on 127.0.0.1.
 
-    python -m harness.standin_server --port 18090 [--api-key KEY] [--token-delay 0.004]
+    python -m tests.support.standin_server --port 18090 [--api-key KEY] [--token-delay 0.004]
 
 Shapes replayed from TGI's source and recordings: role on every chat chunk, `id: ""`, `created` per chunk,
 stop strings kept and reported as `stop_sequence`, tool-call streams without a finish_reason, completion streams
@@ -304,7 +304,7 @@ def serve(port: int = 0, **kw) -> StandinServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.standin_server", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tests.support.standin_server", description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--token-delay", type=float, default=0.004)

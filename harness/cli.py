@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "harness.blocks.cli",
     "harness.conformance.cli",
     "harness.golden.cli",
+    "harness.upgrade.cli",
     "harness.load.cli",
 )
 

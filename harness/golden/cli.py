@@ -1,17 +1,16 @@
-"""`harness golden record|diff` and `harness upgrade`."""
+"""`harness golden record|diff` (the commands only: recording is golden/record.py, the diff golden/diff.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from harness.errors import RefusedError
 from harness.outputs import atomic_write_text, output_file
 
-__all__ = ["register", "cmd_record", "cmd_diff", "cmd_upgrade", "record_with_engine"]
+__all__ = ["register", "cmd_record", "cmd_diff"]
 
 
 def register(sub) -> None:
@@ -42,83 +41,11 @@ def register(sub) -> None:
     d.add_argument("-v", "--verbose", action="store_true", help="list identical prompts too")
     d.set_defaults(func=cmd_diff)
 
-    u = sub.add_parser("upgrade", help="run OLD and NEW engines in turn and write one upgrade report (golden, metrics, "
-                                       "conformance, arguments) with a verdict safe/review/blocking")
-    u.add_argument("old_manifest")
-    u.add_argument("new_manifest")
-    u.add_argument("--out", type=Path, required=True, help="report directory (upgrade.json, upgrade.md, recordings)")
-    u.add_argument("--prompts", action="append", metavar="SET", help="prompt sets (default: every set)")
-    u.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
-    u.add_argument("--margin", type=float, default=DEFAULT_MARGIN)
-    u.add_argument("--no-conformance", action="store_true", help="skip the conformance suite (golden + metrics only)")
-    u.add_argument("--force", action="store_true", help="replace an existing report in --out")
-    u.set_defaults(func=cmd_upgrade)
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _hardware(engine) -> dict:
-    """The recording's hardware: this host's CPU/GPU, and the torch build of the engine environment's python when
-    the harness launched the engine from one (Docker and --url engines: torch unknown)."""
-    from harness.hardware import collect
-
-    spec = getattr(engine, "spec", None)
-    env_dir = getattr(spec, "env_dir", None)
-    if getattr(engine, "torch_unknown", None):  # --url: the harness did not start it, so it knows no environment
-        return collect(None, torch_unknown=engine.torch_unknown)
-    if env_dir:
-        return collect(Path(env_dir) / "bin" / "python")
-    if spec is not None and getattr(spec.manifest.runtime, "docker", None) is not None:
-        return collect(None, torch_unknown="docker engine: the image's torch is not probed")
-    return collect(None, torch_unknown="engine not launched from a python environment")
-
-
-def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
-    """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
-    from harness.golden.record import build_meta, record_sets, reported_version
-
-    api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
-    reported = reported_version(engine.base_url, api_key)
-    records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
-    meta = build_meta(manifest, sets, identity=getattr(engine, "identity", None), engine_version=reported,
-                      timing=timing, base_url=engine.base_url, hardware=_hardware(engine))
-    if write and out is not None:
-        from harness.golden.store import write_recording
-
-        write_recording(out, meta, records, force=force)
-    return out, records, meta
-
-
-class _UrlEngine:
-    """A running engine given by URL (no launch, no identity check beyond /version)."""
-
-    torch_unknown = "recorded against --url"
-
-    def __init__(self, url: str, manifest):
-        self.base_url = url.rstrip("/")
-        self.identity = {"note": "recorded from --url; identity not verified by the harness"}
-        self._manifest = manifest
-
-    class _Spec:
-        def __init__(self, m):
-            self.manifest = m
-
-        def api_key(self):
-            import os
-
-            name = self.manifest.server.api_key_env
-            return os.environ.get(name) if name else None
-
-    @property
-    def spec(self):
-        return self._Spec(self._manifest)
-
 
 def cmd_record(args: argparse.Namespace) -> int:
     from harness.errors import OutputError
     from harness.golden.prompts import resolve_prompt_sets
+    from harness.golden.record import UrlEngine, record_with_engine
     from harness.golden.store import default_recording_dir, existing_recording
     from harness.manifest import load_manifest
     from harness.net import loopback_url
@@ -135,7 +62,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise RefusedError(f"{out}: {there}; pass --force to replace it")
     t0 = time.perf_counter()
     if url:
-        _, records, meta = record_with_engine(_UrlEngine(url, m), m, sets, out, force=args.force)
+        _, records, meta = record_with_engine(UrlEngine(url, m), m, sets, out, force=args.force)
     else:
         from harness.launch.session import launch
 
@@ -169,18 +96,3 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(args.json, json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
     return 0 if d.ok else 1
-
-
-def cmd_upgrade(args: argparse.Namespace) -> int:
-    from harness.golden.diff import check_thresholds
-    from harness.golden.upgrade import run_upgrade
-
-    check_thresholds(args.tolerance, args.margin)
-    report = run_upgrade(args.old_manifest, args.new_manifest, args.out, prompts=args.prompts,
-                         tolerance=args.tolerance, margin=args.margin, conformance=not args.no_conformance,
-                         force=args.force, say=_say)
-    print(f"verdict: {report['verdict']['verdict']}")
-    for r in report["verdict"]["reasons"]:
-        print(f"  - [{r['level']}] {r['text']}")
-    print(f"report: {args.out / 'upgrade.md'}  ({report['wall_seconds']:.0f} s)")
-    return {"safe": 0, "review": 0, "blocking": 1}[report["verdict"]["verdict"]]

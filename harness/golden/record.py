@@ -1,5 +1,8 @@
 """Record golden outputs from a running OpenAI-compatible engine (non-streaming, temperature 0, one request at a time).
 
+`record_with_engine(engine, manifest, sets, out)` records from a launched engine (or a `UrlEngine`) and writes the
+recording with its provenance; the golden command, the `harness run` stage and the upgrade report all record through it.
+
 `record_sets(base_url, served_name, sets, api_key=None)` -> ({set: [record]}, {set: seconds}). Requests are sent
 sequentially so the engine never batches two golden prompts together (batch shape can change CPU numerics).
 An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing.
@@ -16,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from harness.client import bearer
 from harness import __version__
+from harness.client import make_sync_client
 from harness.errors import HarnessError
 from harness.golden.prompts import Prompt, PromptSet
 from harness.net import redact_url
@@ -26,7 +29,7 @@ from harness.secrets import redact_env
 MAX_RESPONSE_BYTES = 64 << 20  # a golden answer is a few KB of logprobs
 
 __all__ = ["EngineResponseError", "record_prompt", "record_sets", "normalize_response", "key_paths", "build_meta",
-           "bounded_request", "repo_relative", "reported_version"]
+           "bounded_request", "repo_relative", "reported_version", "record_with_engine", "UrlEngine"]
 
 
 class EngineResponseError(HarnessError):
@@ -214,7 +217,7 @@ def _refused_everything(set_name: str, records: list[dict]) -> EngineResponseErr
 def reported_version(base_url: str, api_key: str | None = None, wall_s: float = 10.0) -> str | None:
     """The engine's /version (vLLM), or None when it does not say."""
     try:
-        with httpx.Client(base_url=base_url, headers=bearer(api_key), timeout=wall_s, trust_env=False) as client:
+        with make_sync_client(base_url, api_key=api_key, timeout=wall_s) as client:
             v = bounded_request(client, "GET", "/version", wall_s).json()
     except (httpx.HTTPError, HarnessError):
         return None
@@ -225,10 +228,9 @@ def reported_version(base_url: str, api_key: str | None = None, wall_s: float = 
 def record_sets(
     base_url: str, served_name: str, sets: list[PromptSet], *, api_key: str | None = None, timeout: float = 120.0
 ) -> tuple[dict[str, list[dict]], dict[str, float]]:
-    headers = bearer(api_key)
     out: dict[str, list[dict]] = {}
     timing: dict[str, float] = {}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=timeout, trust_env=False) as client:
+    with make_sync_client(base_url, api_key=api_key, timeout=timeout) as client:
         for s in sets:
             t0 = time.perf_counter()
             out[s.name] = [record_prompt(client, served_name, p, s.name, wall_s=timeout) for p in s.prompts]
@@ -241,7 +243,7 @@ def record_sets(
 
 def repo_relative(path: Any) -> str | None:
     """`path` relative to the repository (posix), or None outside it: no machine's absolute path in a recording."""
-    from harness.manifest import REPO_ROOT
+    from harness.settings import REPO_ROOT
 
     if not path:
         return None
@@ -286,3 +288,58 @@ def build_meta(manifest: Any, sets: list[PromptSet], *, identity: dict | None, e
     if hardware is not None:
         meta["hardware"] = hardware
     return meta
+
+
+def _hardware(engine) -> dict:
+    """The recording's hardware: this host's CPU/GPU, and the torch build of the engine environment's python when
+    the harness launched the engine from one (Docker and --url engines: torch unknown)."""
+    from harness.hardware import collect
+
+    spec = getattr(engine, "spec", None)
+    env_dir = getattr(spec, "env_dir", None)
+    if getattr(engine, "torch_unknown", None):  # --url: the harness did not start it, so it knows no environment
+        return collect(None, torch_unknown=engine.torch_unknown)
+    if env_dir:
+        return collect(Path(env_dir) / "bin" / "python")
+    if spec is not None and getattr(spec.manifest.runtime, "docker", None) is not None:
+        return collect(None, torch_unknown="docker engine: the image's torch is not probed")
+    return collect(None, torch_unknown="engine not launched from a python environment")
+
+
+def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
+    """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
+    api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
+    reported = reported_version(engine.base_url, api_key)
+    records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
+    meta = build_meta(manifest, sets, identity=getattr(engine, "identity", None), engine_version=reported,
+                      timing=timing, base_url=engine.base_url, hardware=_hardware(engine))
+    if write and out is not None:
+        from harness.golden.store import write_recording
+
+        write_recording(out, meta, records, force=force)
+    return out, records, meta
+
+
+class UrlEngine:
+    """A running engine given by URL (no launch, no identity check beyond /version)."""
+
+    torch_unknown = "recorded against --url"
+
+    def __init__(self, url: str, manifest):
+        self.base_url = url.rstrip("/")
+        self.identity = {"note": "recorded from --url; identity not verified by the harness"}
+        self._manifest = manifest
+
+    class _Spec:
+        def __init__(self, m):
+            self.manifest = m
+
+        def api_key(self):
+            import os
+
+            name = self.manifest.server.api_key_env
+            return os.environ.get(name) if name else None
+
+    @property
+    def spec(self):
+        return self._Spec(self._manifest)

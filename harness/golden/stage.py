@@ -19,9 +19,9 @@ __all__ = ["run_stage"]
 
 def run_stage(ctx: StageContext) -> StageResult:
     from harness.errors import HarnessError
-    from harness.golden.cli import record_with_engine
     from harness.golden.diff import diff_recordings, render_text
     from harness.golden.prompts import resolve_prompt_sets
+    from harness.golden.record import record_with_engine
     from harness.golden.store import default_recording_dir, load_recording
 
     out = ctx.run_dir / "golden"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness.golden.cli import record_with_engine
 from harness.golden.diff import diff_recordings
 from harness.golden.prompts import resolve_prompt_sets
+from harness.golden.record import record_with_engine
 from harness.golden.store import default_recording_dir, load_recording
 from harness.manifest import DEFAULT_MANIFEST, REPO_ROOT, load_manifest
 
@@ -73,7 +73,7 @@ def test_golden_stage_passes_on_default_manifest(vllm_engine, tmp_path):
 
 @pytest.mark.slow
 def test_upgrade_0_11_to_0_32(tmp_path):
-    from harness.golden.upgrade import run_upgrade
+    from harness.upgrade.run import run_upgrade
 
     out = tmp_path / "upgrade"
     r = run_upgrade(DEFAULT_MANIFEST, REPO_ROOT / "manifests" / "vllm-0.32.0-cpu.yaml", out, tolerance=0.02,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.golden.report import render_markdown
-from harness.golden.surface import surface_from_text
-from harness.golden.upgrade import compare_sides, judge
 from harness.manifest import REPO_ROOT, load_manifest
+from harness.metrics.surface import surface_from_text
+from harness.upgrade.compare import compare_sides
+from harness.upgrade.judge import judge
+from harness.upgrade.render import render_markdown
 
 from .helpers import choice, record, write
 

@@ -111,7 +111,7 @@ def _with_env(m, env):
 def test_3_server_env_secret_never_in_meta_or_upgrade_report(monkeypatch):
     from harness.golden.prompts import load_prompt_set
     from harness.golden.record import build_meta
-    from harness.golden.upgrade import _manifest_changes
+    from harness.upgrade.compare import manifest_changes as _manifest_changes
 
     secret = "hf_TOPSECRETvalue123"
     m = _with_env(load_manifest(DEFAULT_MANIFEST), {"HF_TOKEN": secret, "OMP_NUM_THREADS": "2"})
@@ -178,7 +178,7 @@ def test_27_record_out_is_a_file(tmp_path, capsys, tiny_set):
 
 
 def test_27_upgrade_out_is_a_file_refused_before_launching(tmp_path, capsys, monkeypatch):
-    import harness.golden.upgrade as up
+    import harness.upgrade.run as up
 
     def no_launch(*a, **k):
         raise AssertionError("an engine was launched")
@@ -265,7 +265,7 @@ def test_12_diff_thresholds_refused(tmp_path, capsys, flag, value):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_12_upgrade_thresholds_refused_before_launching(tmp_path, capsys, monkeypatch, value):
-    import harness.golden.upgrade as up
+    import harness.upgrade.run as up
 
     def no_launch(*a, **k):
         raise AssertionError("an engine was launched")

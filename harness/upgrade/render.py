@@ -1,4 +1,5 @@
-"""upgrade.md: the upgrade report for a person (the same data as upgrade.json)."""
+"""upgrade.md: the upgrade report for a person (the same data as upgrade.json; rendered from it alone, so a saved
+report can be rendered again)."""
 
 from __future__ import annotations
 

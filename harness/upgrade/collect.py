@@ -1,0 +1,108 @@
+"""One side of an upgrade: launch the engine of a loaded Manifest once and collect what the comparison needs.
+
+Inside one launch: the golden prompt sets are recorded (DIR/<name>/golden/), /metrics is scraped after the golden
+traffic (DIR/<name>/metrics.txt), /v1/models is read, and the conformance suite runs under the OLD engine's
+expectations. An engine that fails to start or to answer is a finding of the report, never a crash of it.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from harness.client import make_sync_client, wire_errors
+from harness.errors import HarnessError, WireError
+from harness.manifest import Manifest
+from harness.net import redact_url
+from harness.outputs import atomic_write_text
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["collect_side"]
+
+
+def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
+    """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations`, or
+    {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to the upgrade report."""
+    try:
+        from harness.conformance.expectations import available, load_expectations
+        from harness.conformance.runner import new_ctx, run_suite_sync
+    except ImportError as exc:
+        return {"available": False, "reason": f"conformance runner not available ({exc})"}
+    try:
+        exp = load_expectations(expectations if expectations in available() else None)
+        m = engine.spec.manifest
+        ctx = new_ctx(engine.base_url, exp, api_key=engine.spec.api_key(), model=m.model.served_name, engine=engine)
+        report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
+        cases = {}
+        for r in report.results:
+            d = r.to_dict()
+            cases[d["id"]] = {k: d.get(k) for k in ("verdict", "level", "behaviour", "note", "requirement")}
+        return {"available": True, "expectations": exp.name, "cases": cases, "counts": report.counts(),
+                "aborted": report.aborted}
+    except Exception as exc:  # noqa: BLE001
+        return {"available": False, "reason": f"conformance suite failed: {type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-2000:]}
+
+
+def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
+    """One GET; None when the engine does not answer (a finding the comparison reports, not an error)."""
+    try:
+        with make_sync_client(base, api_key=api_key, timeout=30) as http, wire_errors(base):
+            return http.get(path)
+    except WireError:
+        return None
+
+
+def collect_side(manifest: Manifest, out: Path, sets: list, *, expectations: str, conformance: bool,
+                 say: Callable[[str], None]) -> dict[str, Any]:
+    """Launch one engine and collect everything the comparison needs. Never raises for an engine failure."""
+    from harness.golden.record import record_with_engine
+    from harness.launch.session import launch
+    from harness.metrics.surface import surface_from_text
+
+    side: dict[str, Any] = {"manifest": str(manifest.path), "name": manifest.name, "ok": False,
+                            "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version}}
+    t0 = time.perf_counter()
+    try:
+        with launch(manifest, run_dir=out / manifest.name / "run", quiet=False) as engine:
+            side["identity"] = dict(getattr(engine, "identity", {}) or {})
+            if "base_url" in side["identity"]:
+                side["identity"]["base_url"] = redact_url(side["identity"]["base_url"])
+            side["ready_seconds"] = side["identity"].get("ready_seconds")
+            say(f"[{manifest.name}] ready; recording golden prompt sets")
+            t = time.perf_counter()
+            rec_dir = out / manifest.name / "golden"
+            record_with_engine(engine, manifest, sets, rec_dir, force=True)
+            side["golden_dir"] = str(rec_dir)
+            side["golden_seconds"] = round(time.perf_counter() - t, 2)
+            key = engine.spec.api_key()
+            r = _get(engine.base_url, "/metrics", None)
+            if r is not None and r.status_code == 200:
+                atomic_write_text(out / manifest.name / "metrics.txt", r.text)
+                side["metrics"] = surface_from_text(r.text)
+            else:
+                side["metrics_error"] = f"/metrics: {getattr(r, 'status_code', 'no answer')}"
+            r = _get(engine.base_url, "/v1/models", key)
+            if r is not None and r.status_code == 200:
+                side["models"] = [{k: m.get(k) for k in ("id", "max_model_len", "owned_by", "root")}
+                                  for m in r.json().get("data", [])]
+            if conformance:
+                say(f"[{manifest.name}] conformance suite under expectations {expectations}")
+                t = time.perf_counter()
+                side["conformance"] = _run_conformance(engine, expectations)
+                side["conformance_seconds"] = round(time.perf_counter() - t, 2)
+            else:
+                side["conformance"] = {"available": False, "reason": "not run (--no-conformance)"}
+            if engine.spec.env_dir:
+                side["env_dir"] = str(engine.spec.env_dir)
+            side["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - an engine that fails is a finding of the report, not a crash
+        msg = exc.one_line() if isinstance(exc, HarnessError) else str(exc)
+        side["error"] = f"{type(exc).__name__}: {msg}"
+        side["log_tail"] = (getattr(exc, "log_tail", "") or "")[-3000:]
+    side["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    return side

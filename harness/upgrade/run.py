@@ -1,0 +1,63 @@
+"""`run_upgrade(OLD, NEW, DIR)`: each manifest loaded once, each engine launched once (old first), then compare,
+judge, and write DIR/upgrade.json and DIR/upgrade.md (atomically; an existing report is not replaced without force).
+Every refusal (same manifest twice, bad thresholds, an unusable DIR) comes before any engine starts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.conformance.expectations import series_name
+from harness.errors import RefusedError
+from harness.golden.diff import check_thresholds
+from harness.golden.prompts import resolve_prompt_sets
+from harness.manifest import Manifest, load_manifest
+from harness.outputs import atomic_write_text, output_dir
+from harness.upgrade.collect import collect_side
+from harness.upgrade.compare import compare_sides
+from harness.upgrade.judge import judge
+from harness.upgrade.render import render_markdown
+
+__all__ = ["run_upgrade", "REPORT_FORMAT"]
+
+REPORT_FORMAT = "harness-upgrade/1"
+
+
+def run_upgrade(old: Manifest | str | Path, new: Manifest | str | Path, out: Path, *, prompts: list[str] | None = None,
+                tolerance: float, margin: float, conformance: bool = True, force: bool = False,
+                say: Callable[[str], None] = print) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    check_thresholds(tolerance, margin)
+    old_m, new_m = (m if isinstance(m, Manifest) else load_manifest(m) for m in (old, new))
+    if old_m.name == new_m.name:
+        raise RefusedError(f"both manifests are named {old_m.name!r}; an upgrade compares two different manifests")
+    sets = resolve_prompt_sets(prompts)
+    out = Path(out)
+    if (out / "upgrade.json").exists() and not force:
+        raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")
+    # a file as --out, a directory where a report file goes, a manifest as the report: OutputError before any launch
+    output_dir(out, ["upgrade.json", "upgrade.md"], force=force, inputs=[old_m.path, new_m.path], what="--out")
+    exp = series_name(old_m.engine.kind, old_m.engine.version)  # both sides judged by the old engine's expectations
+    sides = []
+    for m in (old_m, new_m):
+        say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
+        sides.append(collect_side(m, out, sets, expectations=exp, conformance=conformance, say=say))
+        say(f"[{m.name}] done in {sides[-1]['wall_seconds']} s" + (f": {sides[-1]['error']}" if not sides[-1]['ok'] else ""))
+    old_side, new_side = sides
+    cmp = compare_sides(old_m, new_m, old_side, new_side, tolerance=tolerance, margin=margin)
+    report = {
+        "format": REPORT_FORMAT,
+        "old": {k: v for k, v in old_side.items() if k != "metrics"},
+        "new": {k: v for k, v in new_side.items() if k != "metrics"},
+        "comparison": cmp,
+        "verdict": judge(old_side, new_side, cmp),
+        "settings": {"tolerance": tolerance, "margin": margin, "prompt_sets": [s.name for s in sets],
+                     "expectations": exp},
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
+    atomic_write_text(out / "upgrade.json", json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    atomic_write_text(out / "upgrade.md", render_markdown(report))
+    return report

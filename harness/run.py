@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import __version__
-from harness.hashing import atomic_write_text
 from harness.launch.base import new_run_id
 from harness.launch.session import launch, reports_dir
 from harness.manifest import load_manifest
+from harness.outputs import atomic_write_text
 from harness.stages import StageContext, StageResult
 
 __all__ = ["run_main", "STAGES"]

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ManifestError
-from harness.manifest import REPO_ROOT
 from harness.readers import parse_yaml, read_bytes
+from harness.settings import GOLDEN_ROOT
 
 __all__ = ["Prompt", "PromptSet", "PROMPTS_DIR", "load_prompt_set", "resolve_prompt_sets", "canonical_json"]
 
-PROMPTS_DIR = REPO_ROOT / "golden" / "prompts"
+PROMPTS_DIR = GOLDEN_ROOT / "prompts"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 OPTION_KEYS = {"max_tokens", "top_logprobs", "stop", "n", "seed", "temperature"}
 PROMPT_KEYS = OPTION_KEYS | {"id", "messages", "prompt", "description"}

@@ -28,15 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError, OutputError, RefusedError
-from harness.manifest import REPO_ROOT
 from harness.outputs import atomic_write_bytes, atomic_write_text
 from harness.readers import MAX_DATA_BYTES, parse_json, read_bytes, read_json
+from harness.settings import GOLDEN_ROOT
 
 __all__ = ["FORMAT", "Recording", "default_recording_dir", "load_recording", "write_recording", "validate_record",
            "existing_recording", "listed_files"]
 
 FORMAT = "harness-golden/1"
-GOLDEN_ROOT = REPO_ROOT / "golden"
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # set names and set file names: never a path
 MAX_META_BYTES = 16 << 20
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import httpx
 
 from harness.client.http import Timeouts, as_httpx_timeout, failure_kind
-from harness.sse import SSEParser, decode_json
+from harness.client.sse import SSEParser, decode_json
 
 __all__ = ["TraceEvent", "Trace", "record", "DEFAULT_TIMEOUT", "MAX_BODY"]
 

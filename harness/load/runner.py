@@ -1,9 +1,10 @@
 """The load runner: the only module of harness.load with clocks and sockets.
 
-It sends the planned requests (asyncio + httpx over `FastTransport`), records raw facts per request and writes them to
-`events.jsonl` (one JSON object per line, every request including failed, rejected and cancelled ones), scrapes
-`/metrics` before, during and after the run into the same file, stops by itself at the scenario's bounds and aborts
-early when an abort threshold trips. Everything derived (metrics, cross-check, reports) is computed later from the file.
+It sends the planned requests (asyncio; clients from `harness.client.make_client` with `FastTransport` injected),
+records raw facts per request and writes them to `events.jsonl` (one JSON object per line, every request including
+failed, rejected and cancelled ones), scrapes `/metrics` before, during and after the run into the same file, stops by
+itself at the scenario's bounds and aborts early when an abort threshold trips. Everything derived (metrics,
+cross-check, reports) is computed later from the file.
 
 All times are `time.monotonic_ns()` minus the run's t0 (integers, ns). Per request:
     scheduled_ns  when the request was due (open loop: t_measured + planned offset; closed loop: when its slot freed)
@@ -33,10 +34,10 @@ from typing import Iterator
 
 import httpx
 
-from harness.client import bearer
+from harness.client import Timeouts, failure_kind, make_client
 from harness.errors import OutputError, RefusedError, UsageError
 from harness.load.scenario import PlannedRequest, Scenario, iter_plan
-from harness.load.sse import OUTPUT_KINDS, parse_stream
+from harness.load.stream import OUTPUT_KINDS, parse_stream
 from harness.load.transport import FastTransport
 from harness.net import loopback_url, redact_url
 from harness.outputs import output_dir
@@ -54,6 +55,8 @@ CLOSING_SCRAPE_S = 2.0  # the scrape after the run, which follows the deadline
 MAX_SIDE_BYTES = 8 << 20  # a /v1/models or /metrics reply
 DISCONNECT_PAUSE_S = 1.0  # after cancelling requests: let the server notice before the last scrape
 CLOSING_ALLOWANCE_S = DISCONNECT_PAUSE_S + CLOSING_SCRAPE_S  # what may follow max_duration_s
+SIDE_TIMEOUTS = Timeouts(connect=5.0, read=5.0)  # per read; each side request is also bounded in wall time
+OUTCOME_OF_FAILURE = {"unsent": "timeout", "timeout": "timeout"}  # failure_kind -> outcome; any other: transport_error
 
 
 def check_target(url: str, allow_remote: bool = False) -> str:
@@ -210,10 +213,12 @@ class _Run:
         except asyncio.CancelledError:
             rec["outcome"] = "cancelled"
             rec["error"] = self.stop_reason if self.stop.is_set() else "cancelled"
-        except (TimeoutError, httpx.TimeoutException) as exc:
+        except TimeoutError:
             rec["outcome"] = "timeout"
-            rec["error"] = (f"{type(exc).__name__}: {exc}" if isinstance(exc, httpx.TimeoutException)
-                            else f"not complete within request_timeout_s = {self.sc.request_timeout_s} s")  # fmt: skip
+            rec["error"] = f"not complete within request_timeout_s = {self.sc.request_timeout_s} s"
+        except httpx.HTTPError as exc:  # the client seam names the failure; timeouts are their own outcome
+            rec["outcome"] = OUTCOME_OF_FAILURE.get(failure_kind(exc), "transport_error")
+            rec["error"] = self.scrub(f"{type(exc).__name__}: {exc}")[:500]
         except Exception as exc:  # noqa: BLE001 - any failure to get a reply is this request's outcome, never the run's
             rec["outcome"], rec["error"] = "transport_error", self.scrub(f"{type(exc).__name__}: {exc}")[:500]
         finally:
@@ -362,13 +367,12 @@ class _Run:
     async def main(self) -> RunResult:
         sc = self.sc
         n = sc.bounds.max_requests
-        headers = bearer(self.target.api_key)
-        timeout = httpx.Timeout(sc.request_timeout_s, connect=10.0)
-        plain = self.target.base_url.startswith("http://")
-        kw = {"transport": FastTransport()} if plain else {}
-        side_kw = {"transport": FastTransport()} if plain else {}  # side requests: discovery and scrapes
-        async with httpx.AsyncClient(base_url=self.target.base_url, headers=headers, timeout=timeout, trust_env=False, **kw) as client, \
-                httpx.AsyncClient(base_url=self.target.base_url, headers=headers, trust_env=False, **side_kw) as side:
+        url, key = self.target.base_url, self.target.api_key
+        plain = url.startswith("http://")  # FastTransport speaks plain HTTP/1.1; https keeps httpx's own transport
+        async with make_client(url, api_key=key, transport=FastTransport() if plain else None,
+                               timeout=Timeouts(connect=10.0, read=sc.request_timeout_s)) as client, \
+                make_client(url, api_key=key, transport=FastTransport() if plain else None,
+                            timeout=SIDE_TIMEOUTS) as side:  # side requests: discovery and scrapes  # fmt: skip
             self.start_clock()  # the clients exist: from here on the server could stretch the run, so the bound runs
             model = await self.resolve_model(side)
             self.write({"type": "run", "schema": 1, "scenario": sc.model_dump(mode="json"), "scenario_source": sc.source,

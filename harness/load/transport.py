@@ -2,13 +2,15 @@
 
 httpx's default transport (httpcore + h11) decodes a chunked body one HTTP chunk at a time in Python; vLLM writes one
 HTTP chunk per SSE event, so that costs ~40 µs per token chunk and capped the client at ~21,000 chunks/s on two shared
-cores. This transport keeps httpx's API (`AsyncClient(transport=FastTransport())`, requests, responses, timeouts as
+cores. This transport keeps httpx's API (`make_client(url, transport=FastTransport())`, requests, responses, timeouts as
 exceptions) but reads the socket in 64 KiB blocks and de-chunks a whole block at once, so the runner sees one body
 piece per socket read (which is also the finest arrival time a client can honestly claim).
 
 Plain `http://` only, keep-alive pool per host:port, no proxies, no compression (it sends `accept-encoding: identity`).
 Whatever the server sends, a malformed reply (not HTTP, a bad status line, header or chunk-size line, headers past
-`MAX_HEAD_BYTES`) is an `httpx.RemoteProtocolError`, never another exception: the runner records it as a transport error.
+`MAX_HEAD_BYTES`) is an `httpx.RemoteProtocolError`, and a socket failure an `httpx.ConnectError`/`ReadError`/timeout,
+never another exception: it is injected through `harness.client.make_client`, and the runner names what failed with
+`harness.client.failure_kind`.
 """
 
 from __future__ import annotations
@@ -58,14 +60,16 @@ class _Body(httpx.AsyncByteStream):
         self.keep, self.timeout, self.done = keep, read_timeout, False
 
     async def _read(self) -> bytes:
-        if self.timeout is None:
-            return await self.conn.reader.read(_READ)
         try:
+            if self.timeout is None:
+                return await self.conn.reader.read(_READ)
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that arrives as the read completes
             async with asyncio.timeout(self.timeout):
                 return await self.conn.reader.read(_READ)
         except TimeoutError:
             raise httpx.ReadTimeout("read timed out") from None
+        except OSError as exc:  # a reset mid-body: httpx's name for it, as its own transport says
+            raise httpx.ReadError(str(exc)) from exc
 
     async def __aiter__(self):
         buf, reader_read = self.rest, self._read

@@ -232,7 +232,7 @@ def test_transport_turns_every_malformed_head_into_a_protocol_error():
     b'data: {"choices":[{"index":0,"finish_reason":"stop',
 ])  # fmt: skip
 def test_stream_parser_never_raises_and_keeps_only_integer_usage(payload):
-    from harness.load.sse import parse_stream
+    from harness.load.stream import parse_stream
 
     ps = parse_stream([(1, payload + b"data: [DONE]\n\n")])
     assert ps.usage is None or all(type(v) is int for v in ps.usage.values())
@@ -632,7 +632,7 @@ SSEISH = st.lists(st.one_of(
 @FUZZ
 @given(SSEISH)
 def test_any_stream_is_classified_without_raising(parts):
-    from harness.load.sse import parse_stream
+    from harness.load.stream import parse_stream
 
     reads = [(i, p) for i, p in enumerate(parts)]
     ps = parse_stream(reads)

@@ -4,7 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from harness.load.crosscheck import _bucket_of, histogram, parse_prom, server_crosscheck
 from harness.load.metrics import aggregate, goodput, percentile, request_metrics
-from harness.load.sse import parse_stream
+from harness.load.stream import parse_stream
 
 
 def chunk(delta=None, finish=None, choices=True, **extra):
@@ -54,17 +54,16 @@ def test_any_split_gives_same_events_and_read_times(cuts, crlf):
     ps = parse_stream(reads)
     assert ps.kinds == "recccud"
     assert ps.t == sorted(ps.t)
-    # the stamp is the read in which the event's terminating blank line completed
-    if not crlf:
-        offs, acc = [], 0
-        for ev in VLLM_STREAM:
-            acc += len(ev)
-            offs.append(acc)
-        ends, acc = [], 0
-        for _, d in reads:
-            acc += len(d)
-            ends.append(acc)
-        assert ps.t == [reads[next(i for i, e in enumerate(ends) if e >= o)][0] for o in offs]
+    # the stamp is the read in which the event's terminating blank line completed (its first byte: a CR ends a line)
+    offs, acc = [], 0
+    for ev in VLLM_STREAM:
+        acc += len(ev) + 2 if crlf else len(ev)  # its two LFs became CRLFs
+        offs.append(acc - 1 if crlf else acc)
+    ends, acc = [], 0
+    for _, d in reads:
+        acc += len(d)
+        ends.append(acc)
+    assert ps.t == [reads[next(i for i, e in enumerate(ends) if e >= o)][0] for o in offs]
 
 
 def rec(i, ev_t, kinds, usage_tokens=None, outcome="ok", sent=1_000_000, end=None, warmup=False):

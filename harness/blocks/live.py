@@ -24,18 +24,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from harness.blocks import capacity as cap_mod
 from harness.blocks.prefix import CacheRequest, KVCacheManager
 from harness.blocks.scenario import EngineSettings, Lengths, SimScenario
 from harness.blocks.simulate import run as simulate
+from harness.client import Timeouts, make_sync_client
 from harness.errors import DataError, HarnessError
+from harness.metrics import Exposition, parse_exposition
 from harness.net import loopback_url
 from harness.readers import parse_json
 
 __all__ = [
-    "Verdict", "Metrics", "scrape", "cache_config", "check_num_blocks", "check_usage_single_stream",
+    "Verdict", "scrape", "cache_config", "check_num_blocks", "check_usage_single_stream",
     "check_prefix_hits", "check_preemptions", "predict_prefix_hits", "crosscheck",
 ]
 
@@ -52,29 +53,9 @@ class Verdict:
         return asdict(self)
 
 
-class Metrics:
-    """Parsed /metrics text: samples by name."""
-
-    def __init__(self, text: str) -> None:
-        self.samples: dict[str, list[tuple[dict, float]]] = {}
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                self.samples.setdefault(s.name, []).append((dict(s.labels), s.value))
-
-    def value(self, name: str, default: float | None = None) -> float | None:
-        """Sum over label sets (one engine, one model: a single series)."""
-        rows = self.samples.get(name)
-        if not rows:
-            return default
-        return sum(v for _, v in rows)
-
-    def labels(self, name: str) -> dict:
-        rows = self.samples.get(name)
-        return dict(rows[0][0]) if rows else {}
-
-
 MAX_BODY_BYTES = 16 << 20  # /metrics of one engine is tens of KB; a completion of a few hundred tokens less
 TIMEOUT_S = 30.0  # whole-response bound of a scrape (completions get 300 s)
+SIDE_TIMEOUTS = Timeouts.total(5.0)  # the usage poller and the concurrent senders: httpx's default, 5 s per phase
 
 
 def _fetch(client: httpx.Client, method: str, url: str, *, json: object = None, timeout: float | None = None) -> bytes:
@@ -98,11 +79,12 @@ def _fetch_json(client: httpx.Client, method: str, url: str, **kw) -> object:
     return parse_json(_fetch(client, method, url, **kw).decode("utf-8", "replace"), url, "response", error=DataError)
 
 
-def scrape(client: httpx.Client, base_url: str) -> Metrics:
-    return Metrics(_fetch(client, "GET", f"{base_url}/metrics").decode("utf-8", "replace"))
+def scrape(client: httpx.Client, base_url: str) -> Exposition:
+    """/metrics as the one Prometheus model reads it (DataError when it is not the format)."""
+    return parse_exposition(_fetch(client, "GET", f"{base_url}/metrics").decode("utf-8", "replace"))
 
 
-def cache_config(m: Metrics) -> dict:
+def cache_config(m: Exposition) -> dict:
     return m.labels("vllm:cache_config_info")
 
 
@@ -154,7 +136,7 @@ def _settled(client, base_url, name, target=None, timeout=5.0) -> float:
     """Read a counter once it has stopped changing (metrics are recorded as outputs are processed)."""
     last, deadline = None, time.monotonic() + timeout
     while True:
-        v = scrape(client, base_url).value(name, 0.0)
+        v = scrape(client, base_url).value(name) or 0.0
         if (target is not None and v >= target) or (v == last) or time.monotonic() > deadline:
             return v
         last = v
@@ -224,9 +206,9 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
     done = threading.Event()
 
     def poll():
-        with httpx.Client(trust_env=False) as c:
+        with make_sync_client(timeout=SIDE_TIMEOUTS) as c:
             while not done.is_set():
-                u = scrape(c, base_url).value("vllm:kv_cache_usage_perc", 0.0) or 0.0
+                u = scrape(c, base_url).value("vllm:kv_cache_usage_perc") or 0.0
                 samples.append((received[0], round(u * denom)))
                 time.sleep(poll_s)
 
@@ -247,7 +229,7 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
         done.set()
         t.join()
     time.sleep(0.3)
-    after = round((scrape(client, base_url).value("vllm:kv_cache_usage_perc", 0.0) or 0.0) * denom)
+    after = round((scrape(client, base_url).value("vllm:kv_cache_usage_perc") or 0.0) * denom)
     return samples, after
 
 
@@ -285,8 +267,8 @@ def check_prefix_hits(client: httpx.Client, base_url: str, *, served_name: str |
     shared = _tokens(rng, shared_tokens)
     prompts = [shared + _tokens(rng, suffix_tokens) for _ in range(requests)]
     predicted = predict_prefix_hits(prompts, max_tokens, bs)
-    h0 = m0.value("vllm:prefix_cache_hits_total", 0.0)
-    q0 = m0.value("vllm:prefix_cache_queries_total", 0.0)
+    h0 = m0.value("vllm:prefix_cache_hits_total") or 0.0
+    q0 = m0.value("vllm:prefix_cache_queries_total") or 0.0
     for p in prompts:
         _complete(client, base_url, model, p, max_tokens)
     q1 = _settled(client, base_url, "vllm:prefix_cache_queries_total", q0 + sum(map(len, prompts)))
@@ -322,7 +304,7 @@ def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str |
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
     _complete(client, base_url, model, _tokens(rng, 8), 1)  # warm-up: the first request of a cold engine is slow
     p0 = _settled(client, base_url, "vllm:num_preemptions_total")
-    clients = [httpx.Client(trust_env=False) for _ in prompts]
+    clients = [make_sync_client(timeout=SIDE_TIMEOUTS) for _ in prompts]
     gate = threading.Barrier(requests)
 
     def send(i: int) -> dict:
@@ -357,7 +339,7 @@ def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtyp
     cap_mod.load_shape(model_dir)  # a bad --model is the user's error (exit 2), found before any request
     wanted = list(checks or ("num_blocks", "usage", "prefix_hits", "preemptions"))
     out: list[Verdict] = []
-    with httpx.Client(timeout=30, trust_env=False) as client:
+    with make_sync_client(timeout=30.0) as client:
         for name in wanted:
             try:
                 if name == "num_blocks":

@@ -16,7 +16,7 @@ import httpx
 
 from harness.client import DEFAULT_TIMEOUT, Trace, make_client, record
 from harness.conformance.expectations import Expectations
-from harness.promtext import Scrape, parse_metrics
+from harness.metrics import Scrape, parse_metrics
 
 __all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S"]
 

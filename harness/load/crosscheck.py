@@ -9,50 +9,26 @@ Every disagreement becomes a flag with the numbers that show it.
 from __future__ import annotations
 
 import math
-import re
 
+from harness.errors import DataError
 from harness.load.metrics import CHOICE_KINDS, OUTPUT_KINDS, percentile
+from harness.metrics import Exposition, parse_exposition
 
-__all__ = ["parse_prom", "series_sum", "histogram", "server_crosscheck", "client_selfcheck", "timeline"]
-
-_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+__all__ = ["histogram", "server_crosscheck", "client_selfcheck", "timeline"]
 
 
-def parse_prom(text: str) -> list[tuple[str, dict, float]]:
-    out = []
-    for line in (text or "").splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        try:
-            v = float(m.group(3))
-        except ValueError:
-            continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
-        out.append((m.group(1), labels, v))
-    return out
-
-
-def series_sum(samples, name: str) -> float | None:
-    vals = [v for n, _, v in samples if n == name]
-    return sum(vals) if vals else None
-
-
-def histogram(samples, name: str) -> dict | None:
-    """Cumulative buckets summed over label sets: {"le": [...], "cum": [...], "count": n, "sum": s}."""
-    b: dict[float, float] = {}
-    for n, lab, v in samples:
-        if n == name + "_bucket" and "le" in lab:
-            le = math.inf if lab["le"] in ("+Inf", "Inf") else float(lab["le"])
-            b[le] = b.get(le, 0.0) + v
-    if not b:
+def _exposition(scrape: dict) -> Exposition | None:
+    """The scrape's text as the one Prometheus model reads it; None when it is not the format (a flag, not a crash)."""
+    try:
+        return parse_exposition(scrape["text"])
+    except DataError:
         return None
-    les = sorted(b)
-    return {"le": les, "cum": [b[x] for x in les], "count": series_sum(samples, name + "_count") or 0.0,
-            "sum": series_sum(samples, name + "_sum") or 0.0}
+
+
+def histogram(expo: Exposition, name: str) -> dict | None:
+    """Cumulative buckets summed over label sets: {"le": [...], "cum": [...], "count": n, "sum": s}."""
+    h = expo.histogram(name)
+    return h.to_dict() if h else None
 
 
 def _delta_hist(a: dict | None, b: dict | None) -> dict | None:
@@ -76,8 +52,8 @@ def _bucket_of(h: dict, q: float) -> tuple[float, float] | None:
     return (lower, math.inf)
 
 
-def _delta(before, after, name):
-    a, b = series_sum(before, name), series_sum(after, name)
+def _delta(before: Exposition, after: Exposition, name: str) -> float | None:
+    a, b = before.value(name), after.value(name)
     return None if a is None or b is None else b - a
 
 
@@ -96,8 +72,13 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     if not res["available"]:
         res["flags"].append("no /metrics scrape before and after the run: server cross-check skipped")
         return res
-    sb, sa = parse_prom(before["text"]), parse_prom(after["text"])
+    sb, sa = _exposition(before), _exposition(after)
     flags, notes = res["flags"], res["notes"]
+    if sb is None or sa is None:
+        res["available"] = False
+        flags.append(f"the {'before' if sb is None else 'after'} /metrics scrape is not Prometheus text: "
+                     "server cross-check skipped")
+        return res
 
     usage_out = sum((r.get("usage") or {}).get("completion_tokens", 0) or 0 for r in requests)
     usage_in = sum((r.get("usage") or {}).get("prompt_tokens", 0) or 0 for r in requests)
@@ -175,8 +156,8 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
 
     pre = _delta(sb, sa, "vllm:num_preemptions_total")
     qh = _delta_hist(histogram(sb, "vllm:request_queue_time_seconds"), histogram(sa, "vllm:request_queue_time_seconds"))
-    during = [parse_prom(s["text"]) for s in scrapes if s.get("phase") == "during" and s.get("text")]
-    waiting = [series_sum(s, "vllm:num_requests_waiting") for s in during]
+    during = [_exposition(s) for s in scrapes if s.get("phase") == "during" and s.get("text")]
+    waiting = [e.value("vllm:num_requests_waiting") for e in during if e is not None]
     waiting = [w for w in waiting if w is not None]
     res["scheduler"] = {
         "preemptions": pre,
@@ -237,10 +218,10 @@ def timeline(requests: list[dict], scrapes: list[dict], t_start_ns: int, t_end_n
     for s in scrapes:
         if not s.get("text") or s.get("t_ns") is None:
             continue
-        smp = parse_prom(s["text"])
+        expo = _exposition(s) or Exposition()  # a scrape that is not the format shows no gauge values
         gauges["t"].append((s["t_ns"] - t_start_ns) / 1e9)
-        gauges["kv_usage"].append(series_sum(smp, "vllm:kv_cache_usage_perc"))
-        gauges["running"].append(series_sum(smp, "vllm:num_requests_running"))
-        gauges["waiting"].append(series_sum(smp, "vllm:num_requests_waiting"))
+        gauges["kv_usage"].append(expo.value("vllm:kv_cache_usage_perc"))
+        gauges["running"].append(expo.value("vllm:num_requests_running"))
+        gauges["waiting"].append(expo.value("vllm:num_requests_waiting"))
     return {"bin_s": bin_s, "output_tokens_per_s": [x / bin_s for x in toks], "requests_per_s": [x / bin_s for x in reqs],
             "concurrency": conc, "gauges": gauges}

@@ -1,4 +1,5 @@
-"""The metrics contract, from a Prometheus text scrape. Names/types/labels are data in the expectation file."""
+"""The metrics contract, read from a /metrics scrape through the one Prometheus model (harness.metrics).
+Names/types/labels are data in the expectation file."""
 
 from __future__ import annotations
 
@@ -79,9 +80,10 @@ async def info_metric(ctx) -> Check:
     want = set(spec.get("labels") or [])
     if not want <= f.label_names():
         return failed("missing-labels", sorted(want), sorted(f.label_names()))
-    if f.samples[0][2] != 1.0:
-        return failed("info-value", 1.0, f.samples[0][2])
-    lab = f.samples[0][1]
+    first = f.samples[0]
+    if first.value != 1.0:
+        return failed("info-value", 1.0, first.value)
+    lab = first.labels
     return passed(", ".join(f"{k}={lab.get(k)}" for k in sorted(want)[:4]))
 
 
@@ -108,12 +110,12 @@ async def monotonic(ctx) -> Check:
     for fam in before.families.values():
         if fam.type != "counter":
             continue
-        for name, lab, v in fam.samples:
-            if name.endswith("_created"):
+        for s in fam.samples:
+            if s.name.endswith("_created"):
                 continue
-            v2 = after.value(name, **lab)
-            if v2 is not None and v2 < v:
-                return failed("counter-decreased", f"{name} >= {v}", v2)
+            v2 = after.value(s.name, **s.labels)
+            if v2 is not None and v2 < s.value:
+                return failed("counter-decreased", f"{s.name} >= {s.value}", v2)
     return passed(", ".join(f"{n}: {before.value(n):g}->{after.value(n):g}" for n in grow))
 
 

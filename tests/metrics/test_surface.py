@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import DataError
-from harness.golden.surface import diff_surfaces, names_in_source, surface_from_text
+from harness.metrics.surface import diff_surfaces, names_in_source, surface_from_text
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "golden" / "data"  # real /metrics captures, shared with the upgrade report tests
 
 
 @pytest.fixture(scope="module")

@@ -17,32 +17,28 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from harness.metrics.model import Exposition, parse_exposition
 
-from harness.errors import DataError
-
-__all__ = ["surface_from_text", "diff_surfaces", "names_in_source", "IGNORED_VALUE_LABELS"]
+__all__ = ["surface_from_text", "surface_of", "diff_surfaces", "names_in_source", "IGNORED_VALUE_LABELS"]
 
 IGNORED_VALUE_LABELS = {"model_name", "engine", "le", "quantile", "handler", "method", "status", "version",
                         "implementation", "major", "minor", "patchlevel", "gen"}
 
 
 def surface_from_text(text: str) -> dict[str, dict[str, Any]]:
+    """The surface of a /metrics text; DataError when it is not Prometheus text exposition."""
+    return surface_of(parse_exposition(text, where="/metrics"))
+
+
+def surface_of(expo: Exposition) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"/metrics: not Prometheus text exposition: {exc}") from None
-    for fam in families:
-        labels: set[str] = set()
+    for fam in expo.families.values():
+        labels = fam.label_names()
         values: dict[str, set[str]] = {}
         info = fam.name.endswith("_info")
         for s in fam.samples:
             for k, v in s.labels.items():
-                if k in ("le", "quantile"):
-                    continue
-                labels.add(k)
-                if info or k not in IGNORED_VALUE_LABELS:
+                if k in labels and (info or k not in IGNORED_VALUE_LABELS):
                     values.setdefault(k, set()).add(v)
         out[fam.name] = {
             "type": fam.type,

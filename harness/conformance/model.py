@@ -13,11 +13,32 @@ naming *what* deviated (e.g. "role-on-every-chunk"). Expectation files declare q
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-__all__ = ["Level", "Verdict", "Check", "Case", "CaseResult", "passed", "failed", "skipped", "info", "errored"]
+from harness.errors import DataError
+
+if TYPE_CHECKING:  # types only: the context and the stream view are built on this vocabulary's users
+    from harness.conformance.context import Ctx
+    from harness.conformance.view import StreamView
+
+__all__ = [
+    "Level",
+    "Verdict",
+    "Check",
+    "Case",
+    "CaseResult",
+    "SuiteDocument",
+    "REPORT_FORMAT",
+    "passed",
+    "failed",
+    "skipped",
+    "info",
+    "errored",
+]
+
+REPORT_FORMAT = 1  # conformance.json's shape; a file without `format` was written before the field existed (1 too)
 
 
 class Level(str, Enum):
@@ -71,8 +92,8 @@ class Case:
     id: str  # stable hierarchical id, e.g. chat.stream.role-first
     requirement: str  # one line: what a conformant server does
     level: Level
-    run: Callable[[Any], Awaitable[Check]]  # live: run(ctx) -> Check
-    shape: Callable[[Any], Check] | None = None  # pure check over a StreamView (check-stream uses it)
+    run: Callable[[Ctx], Awaitable[Check]]  # live: run(ctx) -> Check
+    shape: Callable[[StreamView], Check] | None = None  # pure check over a recorded stream (check-stream uses it)
     kind: str = "chat"  # chat | completions | other: which recorded streams the shape check applies to
     timeout_s: float = 60.0
 
@@ -95,3 +116,109 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: object, where: str = "case") -> CaseResult:
+        """A case result read back from JSON: every field checked, one DataError naming the field."""
+        d = _object(raw, where, cls)
+        verdicts = {v.value for v in Verdict}
+        if d["verdict"] not in verdicts:
+            raise DataError(f"{where}.verdict: must be one of {', '.join(sorted(verdicts))}, got {d['verdict']!r}")
+        return cls(
+            id=_typed(d, "id", str, where), level=_typed(d, "level", str, where),
+            requirement=_typed(d, "requirement", str, where), verdict=d["verdict"],
+            behaviour=_typed(d, "behaviour", str, where), expected=d["expected"], actual=d["actual"],
+            chunk=_typed(d, "chunk", (int, type(None)), where), note=_typed(d, "note", str, where),
+            quirk_reason=_typed(d, "quirk_reason", str, where),
+            unexpected_pass=_typed(d, "unexpected_pass", bool, where),
+            duration_s=_seconds(d, "duration_s", where), extra=_typed(d, "extra", dict, where),
+        )  # fmt: skip
+
+
+@dataclass
+class SuiteDocument:
+    """What conformance.json holds: one suite run against one engine under one expectation file."""
+
+    engine: dict[str, Any]  # name/kind/version/identity of a launched engine, or the (redacted) url attached to
+    expectations: str
+    started_at: float  # epoch seconds
+    duration_s: float
+    aborted: str | None  # why the rest was not run, if it was not
+    counts: dict[str, int]  # verdict -> number of cases
+    unexpected_passes: list[str]  # ids of declared quirks that did not happen
+    cases: list[CaseResult]
+    ready_to_report_s: float | None = None  # `conform MANIFEST --out`: engine ready -> report written
+    format: int = REPORT_FORMAT
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (key order as written since before `format`; `format` first)."""
+        doc: dict[str, Any] = {"format": self.format}
+        for f in fields(self):
+            if f.name == "format" or (f.name == "ready_to_report_s" and self.ready_to_report_s is None):
+                continue
+            doc[f.name] = [c.to_dict() for c in self.cases] if f.name == "cases" else getattr(self, f.name)
+        return doc
+
+    @classmethod
+    def from_dict(cls, raw: object, where: str = "conformance report") -> SuiteDocument:
+        """A document read back from JSON (or handed over as a dict): every field checked, one DataError naming it."""
+        d = _object(raw, where, cls, optional=("format", "ready_to_report_s"))
+        fmt = d.get("format", REPORT_FORMAT)
+        if type(fmt) is not int or not 1 <= fmt <= REPORT_FORMAT:
+            raise DataError(f"{where}: format: this harness reads format {REPORT_FORMAT}, got {fmt!r}")
+        counts = _typed(d, "counts", dict, where)
+        if not all(isinstance(k, str) and type(v) is int for k, v in counts.items()):
+            raise DataError(f"{where}: counts: must map verdicts to whole numbers")
+        passes = _typed(d, "unexpected_passes", list, where)
+        if not all(isinstance(p, str) for p in passes):
+            raise DataError(f"{where}: unexpected_passes: must be a list of case ids")
+        cases = _typed(d, "cases", list, where)
+        ready = d.get("ready_to_report_s")
+        return cls(
+            engine=_typed(d, "engine", dict, where), expectations=_typed(d, "expectations", str, where),
+            started_at=_seconds(d, "started_at", where), duration_s=_seconds(d, "duration_s", where),
+            aborted=_typed(d, "aborted", (str, type(None)), where), counts=counts, unexpected_passes=passes,
+            cases=[CaseResult.from_dict(c, f"{where}: cases[{i}]") for i, c in enumerate(cases)],
+            ready_to_report_s=None if ready is None else _seconds(d, "ready_to_report_s", where), format=fmt,
+        )  # fmt: skip
+
+
+# -- reading a document back: the shape checks ---------------------------------------------------------------------
+
+
+def _object(raw: object, where: str, model: type, optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`raw` as a dict holding exactly the model's fields; one with a default (or named in `optional`) may be missing."""
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: must be an object, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in set(raw) - {f.name for f in fields(model)})
+    if unknown:
+        raise DataError(f"{where}: unknown field {unknown[0]!r}")
+    out = dict(raw)
+    for f in fields(model):
+        if f.name in out or f.name in optional:
+            continue
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            raise DataError(f"{where}: missing field {f.name!r}")
+    return out
+
+
+def _typed(d: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = d[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # True is an int to isinstance
+        raise DataError(f"{where}: {name}: wrong type {type(value).__name__}")
+    return value
+
+
+def _seconds(d: dict[str, Any], name: str, where: str) -> float:
+    """A number of seconds; conformance.json stores a non-finite float as its repr ("nan", "inf"), so that too."""
+    value = d[name]
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{where}: {name}: must be a number of seconds, got {type(value).__name__}")
+    return float(value)

@@ -1,8 +1,11 @@
-"""Outputs from a saved SuiteReport dict: conformance.json, junit.xml, and a rich terminal table.
+"""Outputs from a suite document (harness.conformance.model.SuiteDocument): conformance.json, junit.xml, and a rich
+terminal table; and conformance.json read back into the model.
 
 Everything in a report may come from the server (error messages, chunk contents): the table escapes rich markup,
 junit.xml drops characters XML cannot hold, conformance.json is strict JSON (a NaN becomes the string "nan"), and
 the engine URL is shown and stored without its user:password@. Files are written atomically (mode from the umask).
+The renderers take the document or its dict form (`SuiteDocument.to_dict()`); what is written is always checked
+against the model first.
 """
 
 from __future__ import annotations
@@ -11,15 +14,20 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 from xml.etree import ElementTree as ET
 
+from harness.conformance.model import SuiteDocument
+from harness.errors import DataError
 from harness.net import redact_url
 from harness.outputs import atomic_write_text
+from harness.readers import read_json
 
-__all__ = ["write_outputs", "junit_xml", "print_table", "to_json", "OUTPUT_NAMES"]
+__all__ = ["write_outputs", "read_report", "junit_xml", "print_table", "to_json", "OUTPUT_NAMES", "MAX_REPORT_BYTES"]
 
 OUTPUT_NAMES = ("conformance.json", "junit.xml")
+MAX_REPORT_BYTES = 64 << 20  # a conformance.json is tens of KB
+Doc = Union[SuiteDocument, dict[str, Any]]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta"}
@@ -41,22 +49,27 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _redacted(doc: dict) -> dict:
+def _plain(doc: Doc) -> dict[str, Any]:
+    return doc.to_dict() if isinstance(doc, SuiteDocument) else doc
+
+
+def _redacted(doc: dict[str, Any]) -> dict[str, Any]:
     engine = doc.get("engine")
     if isinstance(engine, dict) and "url" in engine:
         doc = {**doc, "engine": {**engine, "url": redact_url(engine["url"])}}
     return doc
 
 
-def to_json(doc: dict) -> str:
-    return json.dumps(_finite(_redacted(doc)), indent=2, default=str, ensure_ascii=False, allow_nan=False)
+def to_json(doc: Doc) -> str:
+    return json.dumps(_finite(_redacted(_plain(doc))), indent=2, default=str, ensure_ascii=False, allow_nan=False)
 
 
 def _xml(text: Any) -> str:
     return _XML_INVALID.sub("\ufffd", str(text))
 
 
-def junit_xml(doc: dict) -> str:
+def junit_xml(doc: Doc) -> str:
+    doc = _plain(doc)
     cases = doc.get("cases", [])
     c = doc.get("counts", {})
     suite = ET.Element(
@@ -84,16 +97,25 @@ def junit_xml(doc: dict) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def write_outputs(doc: dict, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write both files atomically. The caller checked `out_dir` first (harness.outputs.output_dir), before any work."""
+def write_outputs(doc: Doc, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write both files atomically, from the model (a dict is checked against it first: DataError if it does not fit).
+    The caller checked `out_dir` first (harness.outputs.output_dir), before any work."""
+    model = doc if isinstance(doc, SuiteDocument) else SuiteDocument.from_dict(doc, "suite report to write")
     out = Path(out_dir)
     j, x = out / OUTPUT_NAMES[0], out / OUTPUT_NAMES[1]
-    atomic_write_text(j, to_json(doc))
-    atomic_write_text(x, junit_xml(doc))
+    atomic_write_text(j, to_json(model))
+    atomic_write_text(x, junit_xml(model))
     return j, x
 
 
-def print_table(doc: dict, console: Any = None) -> None:
+def read_report(path: str | Path) -> SuiteDocument:
+    """A conformance.json read back through the model (bounded, strict JSON; one DataError naming file and field)."""
+    raw = read_json(path, "conformance report", max_bytes=MAX_REPORT_BYTES, error=DataError)
+    return SuiteDocument.from_dict(raw, str(path))
+
+
+def print_table(doc: Doc, console: Any = None) -> None:
+    doc = _plain(doc)
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

@@ -62,6 +62,18 @@ def test_cli_exit_codes_and_outputs(standin, tmp_path, capsys):
     assert main(["conform", "--url", standin.base_url, "--expect", "vllm-0.11", "-k", "chat.stream"]) == 1
 
 
+def test_conformance_json_reads_back_through_the_model(standin, tmp_path, capsys):
+    from harness.cli import main
+    from harness.conformance.model import REPORT_FORMAT
+    from harness.conformance.report import read_report
+
+    assert main(["conform", "--url", standin.base_url, "--expect", "tgi-3.3.5", "--out", str(tmp_path), "-k", "health"]) == 0
+    doc = read_report(tmp_path / "conformance.json")
+    assert doc.format == REPORT_FORMAT and doc.expectations == "tgi-3.3.5" and doc.ready_to_report_s is not None
+    assert {c.id for c in doc.cases} == {"health.health", "health.version", "health.models"}
+    assert doc.counts["pass"] == 3 and doc.engine["url"] == standin.base_url
+
+
 def test_pytest_plugin(pytester, standin):
     pytester.makepyfile("def test_nothing():\n    pass\n")
     r = pytester.runpytest_subprocess("--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider")

@@ -2,9 +2,10 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from harness.load.crosscheck import _bucket_of, histogram, parse_prom, server_crosscheck
+from harness.load.crosscheck import _bucket_of, histogram, server_crosscheck
 from harness.load.metrics import aggregate, goodput, percentile, request_metrics
 from harness.load.stream import parse_stream
+from harness.metrics import parse_exposition as parse_prom
 
 
 def chunk(delta=None, finish=None, choices=True, **extra):

@@ -9,7 +9,7 @@ from pathlib import Path
 __all__ = ["register", "cmd_upgrade"]
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.golden.diff import DEFAULT_MARGIN, DEFAULT_TOLERANCE
 
     u = sub.add_parser("upgrade", help="run OLD and NEW engines in turn and write one upgrade report (golden, metrics, "

@@ -17,9 +17,12 @@ from harness.errors import HarnessError, WireError
 from harness.manifest import Manifest
 from harness.net import redact_url
 from harness.outputs import atomic_write_text
+from harness.upgrade.model import Side
 
 if TYPE_CHECKING:
     import httpx
+
+    from harness.golden.prompts import PromptSet
 
 __all__ = ["collect_side"]
 
@@ -57,14 +60,14 @@ def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
         return None
 
 
-def collect_side(manifest: Manifest, out: Path, sets: list, *, expectations: str, conformance: bool,
-                 say: Callable[[str], None]) -> dict[str, Any]:
+def collect_side(manifest: Manifest, out: Path, sets: list[PromptSet], *, expectations: str, conformance: bool,
+                 say: Callable[[str], None]) -> Side:
     """Launch one engine and collect everything the comparison needs. Never raises for an engine failure."""
     from harness.golden.record import record_with_engine
     from harness.launch.session import launch
     from harness.metrics.surface import surface_from_text
 
-    side: dict[str, Any] = {"manifest": str(manifest.path), "name": manifest.name, "ok": False,
+    side: Side = {"manifest": str(manifest.path), "name": manifest.name, "ok": False,
                             "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version}}
     t0 = time.perf_counter()
     try:

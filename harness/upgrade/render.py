@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.upgrade.model import Report
+
 __all__ = ["render_markdown"]
 
 
@@ -19,7 +21,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def _golden(g: dict) -> list[str]:
+def _golden(g: dict[str, Any]) -> list[str]:
     if "refused" in g:
         return [f"**Refused:** {g['refused']}"]
     lines = [f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
@@ -39,7 +41,7 @@ def _golden(g: dict) -> list[str]:
     return lines + _table(["prompt", "class", "reason", "first divergence", "max drift"], rows)
 
 
-def _metrics(m: dict) -> list[str]:
+def _metrics(m: dict[str, Any]) -> list[str]:
     lines = [f"{m['counts']['old']} metric families before, {m['counts']['new']} after."]
     for key, title in (("removed", "Removed"), ("hidden", "Hidden (absent, still in the new source)"),
                        ("renamed", "Possibly renamed"), ("type_changed", "Type changed")):
@@ -68,7 +70,7 @@ def _metrics(m: dict) -> list[str]:
     return lines
 
 
-def _conformance(c: dict) -> list[str]:
+def _conformance(c: dict[str, Any]) -> list[str]:
     if "not_run" in c:
         return [f"Not compared: {c['not_run']}"]
     diff = [r for r in c["cases"] if r["old"] != r["new"]]
@@ -84,7 +86,7 @@ def _conformance(c: dict) -> list[str]:
     return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
 
 
-def render_markdown(r: dict) -> str:
+def render_markdown(r: Report) -> str:
     v = r["verdict"]
     old, new, cmp = r["old"], r["new"], r["comparison"]
     L = [f"# Upgrade report: {old['name']} → {new['name']}", "",
@@ -95,8 +97,9 @@ def render_markdown(r: dict) -> str:
     rows = []
     for s in (old, new):
         ident = s.get("identity") or {}
-        rows.append([s["name"], ident.get("version") or s["engine"]["version"], "yes" if s["ok"] else f"NO: {s.get('error')}",
-                     s.get("ready_seconds"), s.get("golden_seconds"), s.get("conformance_seconds"), s.get("wall_seconds")])
+        ran = "yes" if s["ok"] else f"NO: {s.get('error')}"
+        rows.append([s["name"], ident.get("version") or s["engine"]["version"], ran, s.get("ready_seconds"),
+                     s.get("golden_seconds"), s.get("conformance_seconds"), s.get("wall_seconds")])
     L += _table(["manifest", "engine /version", "ran", "ready s", "golden s", "conformance s", "total s"], rows)
     for s in (old, new):
         if not s["ok"] and s.get("log_tail"):
@@ -105,7 +108,8 @@ def render_markdown(r: dict) -> str:
     L += _golden(cmp["golden"]) if "golden" in cmp else ["Not compared (an engine did not produce a recording)."]
     L += ["", "## Wire shape (non-streaming responses of the golden prompts)", ""]
     for ep, w in (cmp.get("wire") or {}).items():
-        L.append(f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; removed {[_code(k) for k in w['removed']] or 'none'}")
+        L.append(f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; "
+                 f"removed {[_code(k) for k in w['removed']] or 'none'}")
     fp = cmp.get("system_fingerprint")
     if fp:
         L.append(f"- **system_fingerprint**: old {fp['old'] or 'absent'} → new {fp['new'] or 'absent'}")
@@ -116,7 +120,8 @@ def render_markdown(r: dict) -> str:
     mc = cmp.get("manifest", {})
     L += ["", "## Manifests, arguments and locked packages", ""]
     L.append(f"- engine version: {mc.get('engine_version')}")
-    L.append(f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, removed {mc.get('args_removed')})")
+    L.append(f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, "
+             f"removed {mc.get('args_removed')})")
     L.append(f"- server env changes: {mc.get('env_changed') or 'none'}")
     L.append(f"- same model: {mc.get('model_same')}")
     rt = mc.get("python_runtime") or [None, None]
@@ -137,5 +142,6 @@ def render_markdown(r: dict) -> str:
         L += ["", f"- /v1/models old: {models.get('old')}", f"- /v1/models new: {models.get('new')}"]
     s = r["settings"]
     L += ["", "---", f"Prompt sets {s['prompt_sets']}; tolerance {s['tolerance']}; margin {s['margin']}; "
-          f"created {r['created_at']}; wall time {r['wall_seconds']} s. Recordings and metrics scrapes are beside this file."]
+          f"created {r['created_at']}; wall time {r['wall_seconds']} s. "
+          "Recordings and metrics scrapes are beside this file."]
     return "\n".join(L) + "\n"

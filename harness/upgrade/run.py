@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from harness.conformance.expectations import series_name
 from harness.errors import RefusedError
@@ -18,6 +18,7 @@ from harness.outputs import atomic_write_text, output_dir
 from harness.upgrade.collect import collect_side
 from harness.upgrade.compare import compare_sides
 from harness.upgrade.judge import judge
+from harness.upgrade.model import Report
 from harness.upgrade.render import render_markdown
 
 __all__ = ["run_upgrade", "REPORT_FORMAT"]
@@ -27,7 +28,7 @@ REPORT_FORMAT = "harness-upgrade/1"
 
 def run_upgrade(old: Manifest | str | Path, new: Manifest | str | Path, out: Path, *, prompts: list[str] | None = None,
                 tolerance: float, margin: float, conformance: bool = True, force: bool = False,
-                say: Callable[[str], None] = print) -> dict[str, Any]:
+                say: Callable[[str], None] = print) -> Report:
     t0 = time.perf_counter()
     check_thresholds(tolerance, margin)
     old_m, new_m = (m if isinstance(m, Manifest) else load_manifest(m) for m in (old, new))
@@ -44,7 +45,8 @@ def run_upgrade(old: Manifest | str | Path, new: Manifest | str | Path, out: Pat
     for m in (old_m, new_m):
         say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
         sides.append(collect_side(m, out, sets, expectations=exp, conformance=conformance, say=say))
-        say(f"[{m.name}] done in {sides[-1]['wall_seconds']} s" + (f": {sides[-1]['error']}" if not sides[-1]['ok'] else ""))
+        side = sides[-1]
+        say(f"[{m.name}] done in {side['wall_seconds']} s" + (f": {side['error']}" if not side["ok"] else ""))
     old_side, new_side = sides
     cmp = compare_sides(old_m, new_m, old_side, new_side, tolerance=tolerance, margin=margin)
     report = {

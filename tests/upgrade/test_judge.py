@@ -36,7 +36,8 @@ def test_arguments_rule_reads_engine_defaults_from_info_labels():
 
 
 def test_wire_rule_sees_changed_keys_and_a_new_fingerprint():
-    cmp = {"wire": {"chat": {"added": ["system_fingerprint"], "removed": []}, "completions": {"added": [], "removed": []}},
+    cmp = {"wire": {"chat": {"added": ["system_fingerprint"], "removed": []},
+                    "completions": {"added": [], "removed": []}},
            "system_fingerprint": {"old": [], "new": ["fp"]}}
     assert [r["text"] for r in J.wire(RAN, RAN, cmp)] == [
         "chat response keys changed: +['system_fingerprint'] -[]", "system_fingerprint appears: fp"]

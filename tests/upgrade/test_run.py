@@ -56,7 +56,8 @@ def test_each_manifest_loaded_once_each_side_collected_once(tmp_path, calls):
     assert [m.name for m, _, _ in calls["collect"]] == ["vllm-0.11.0-cpu", "vllm-0.32.0-cpu"]
     assert all(isinstance(m, Manifest) for m, _, _ in calls["collect"])
     # both sides are judged under the old engine's expectations
-    assert {exp for _, exp, _ in calls["collect"]} == {"vllm-0.11"} and report["settings"]["expectations"] == "vllm-0.11"
+    assert {exp for _, exp, _ in calls["collect"]} == {"vllm-0.11"}
+    assert report["settings"]["expectations"] == "vllm-0.11"
     assert report["format"] == "harness-upgrade/1" and report["verdict"]["verdict"] == "review"
 
 
@@ -101,4 +102,5 @@ def test_command_prints_the_verdict_and_exits_by_it(tmp_path, calls, capsys):
 
 
 def test_one_rule_per_area():
-    assert [r.__name__ for r in RULES] == ["engines", "golden", "metrics", "arguments", "wire", "conformance", "packages"]
+    names = ["engines", "golden", "metrics", "arguments", "wire", "conformance", "packages"]
+    assert [r.__name__ for r in RULES] == names

@@ -95,3 +95,15 @@ def test_type_checkers_see_the_same_names():
 
 def test_the_package_ships_its_type_marker():
     assert (ROOT / "harness" / "py.typed").is_file()
+
+
+def test_the_readme_documents_the_variables_settings_reads():
+    import re
+
+    import harness.settings
+
+    doc_vars = re.findall(r"^\| (\w+)\s+\|", harness.settings.__doc__ or "", re.M)
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Settings and environment variables", 1)[1].split("\n## ", 1)[0]
+    readme_vars = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert [v for v in doc_vars if v != "variable"] == readme_vars and readme_vars

@@ -7,8 +7,9 @@ import json
 import yaml
 
 from harness.cli import main
-from harness.conformance.expectations import EXPECTATIONS_DIR, load_expectations
+from harness.conformance.expectations import load_expectations
 from harness.conformance.update import propose
+from harness.settings import EXPECTATIONS_DIR
 
 RESULTS = {"cases": [
     {"id": "chat.stream.role-once", "verdict": "fail", "level": "MUST", "behaviour": "role-on-every-chunk",

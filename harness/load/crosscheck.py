@@ -14,7 +14,7 @@ from harness.errors import DataError
 from harness.load.metrics import CHOICE_KINDS, OUTPUT_KINDS, percentile
 from harness.metrics import Exposition, parse_exposition
 
-__all__ = ["histogram", "server_crosscheck", "client_selfcheck", "timeline"]
+__all__ = ["client_selfcheck", "histogram", "server_crosscheck", "timeline"]
 
 
 def _exposition(scrape: dict) -> Exposition | None:

@@ -13,13 +13,21 @@ family per line): the model is every sample in text order, grouped by family nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.errors import DataError
 
-__all__ = ["MAX_EXPOSITION_CHARS", "MAX_LINE_CHARS", "Sample", "Family", "Histogram", "Exposition", "parse_exposition"]
+__all__ = [
+    "MAX_EXPOSITION_CHARS",
+    "MAX_LINE_CHARS",
+    "Exposition",
+    "Family",
+    "Histogram",
+    "Sample",
+    "parse_exposition",
+]
 
 MAX_EXPOSITION_CHARS = 16 << 20  # one engine's /metrics is tens of KB; every caller bounds its own read below this
 # The parser's work on one line grows with the square of its length (it re-slices the line per token), so a line is
@@ -58,7 +66,7 @@ class Histogram:
     count: float
     sum: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"le": list(self.le), "cum": list(self.cum), "count": self.count, "sum": self.sum}
 
 

@@ -19,19 +19,21 @@ from typing import Any
 
 from harness.metrics.model import Exposition, parse_exposition
 
-__all__ = ["surface_from_text", "surface_of", "diff_surfaces", "names_in_source", "IGNORED_VALUE_LABELS"]
+__all__ = ["IGNORED_VALUE_LABELS", "Surface", "diff_surfaces", "names_in_source", "surface_from_text", "surface_of"]
+
+Surface = dict[str, dict[str, Any]]  # family name -> {"type", "labels", "values"}
 
 IGNORED_VALUE_LABELS = {"model_name", "engine", "le", "quantile", "handler", "method", "status", "version",
                         "implementation", "major", "minor", "patchlevel", "gen"}
 
 
-def surface_from_text(text: str) -> dict[str, dict[str, Any]]:
+def surface_from_text(text: str) -> Surface:
     """The surface of a /metrics text; DataError when it is not Prometheus text exposition."""
     return surface_of(parse_exposition(text, where="/metrics"))
 
 
-def surface_of(expo: Exposition) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def surface_of(expo: Exposition) -> Surface:
+    out: Surface = {}
     for fam in expo.families.values():
         labels = fam.label_names()
         values: dict[str, set[str]] = {}
@@ -70,7 +72,7 @@ def names_in_source(package_dir: Path, names: list[str]) -> set[str]:
     return found
 
 
-def _rename_candidates(removed: list[str], added: list[str], old: dict, new: dict) -> list[dict]:
+def _rename_candidates(removed: list[str], added: list[str], old: Surface, new: Surface) -> list[dict[str, Any]]:
     pairs = []
     used: set[str] = set()
     for r in removed:
@@ -87,7 +89,7 @@ def _rename_candidates(removed: list[str], added: list[str], old: dict, new: dic
     return pairs
 
 
-def diff_surfaces(old: dict, new: dict, new_source_names: set[str] | None = None) -> dict[str, Any]:
+def diff_surfaces(old: Surface, new: Surface, new_source_names: set[str] | None = None) -> dict[str, Any]:
     gone = sorted(set(old) - set(new))
     added = sorted(set(new) - set(old))
     renamed = _rename_candidates(gone, added, old, new)

@@ -8,11 +8,18 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.errors import DataError
 from harness.load.runner import SCRAPE_PREFIXES
-from harness.metrics import MAX_EXPOSITION_CHARS, MAX_LINE_CHARS, Exposition, parse_exposition, parse_metrics
+from harness.metrics import (
+    MAX_EXPOSITION_CHARS,
+    MAX_LINE_CHARS,
+    Exposition,
+    parse_exposition,
+    parse_metrics,
+)
 
 DATA = Path(__file__).parent.parent / "golden" / "data"
 V011 = (DATA / "metrics-vllm-0.11.0.txt").read_text()
@@ -51,7 +58,8 @@ def test_kv_usage_gauge_and_scheduler_gauges(expo):
 def test_prefix_cache_counters_and_preemptions():
     old, new = parse_exposition(V011), parse_exposition(V032)
     assert old.value("vllm:prefix_cache_queries_total") == 1465.0 and old.value("vllm:prefix_cache_hits_total") == 0.0
-    assert new.value("vllm:prefix_cache_queries_total") == 5961.0 and new.value("vllm:prefix_cache_hits_total") == 2688.0
+    assert new.value("vllm:prefix_cache_queries_total") == 5961.0
+    assert new.value("vllm:prefix_cache_hits_total") == 2688.0
     assert old.value("vllm:num_preemptions_total") == new.value("vllm:num_preemptions_total") == 0.0
     assert old.value("vllm:generation_tokens_total") == 1404.0 and old.value("vllm:prompt_tokens_total") == 1465.0
 
@@ -61,7 +69,8 @@ def test_values_sum_over_label_sets_and_filter_by_labels():
     assert expo.value("vllm:request_success_total") == 35.0  # stop 6 + length 29 + abort 0
     assert expo.value("vllm:request_success_total", finished_reason="length") == 29.0
     assert expo.value("vllm:request_success_total", finished_reason="nope") is None
-    assert {s.labels["finished_reason"] for s in expo.samples("vllm:request_success_total")} == {"stop", "length", "abort"}
+    reasons = {s.labels["finished_reason"] for s in expo.samples("vllm:request_success_total")}
+    assert reasons == {"stop", "length", "abort"}
 
 
 def test_label_sets(expo):
@@ -75,7 +84,8 @@ def test_label_sets(expo):
 
 
 def test_cache_config_of_each_version():
-    old, new = parse_exposition(V011).labels("vllm:cache_config_info"), parse_exposition(V032).labels("vllm:cache_config_info")
+    old = parse_exposition(V011).labels("vllm:cache_config_info")
+    new = parse_exposition(V032).labels("vllm:cache_config_info")
     assert old["num_gpu_blocks"] == "8192" and old["cpu_kvcache_space_bytes"] == "1073741824"
     assert old["num_gpu_blocks_override"] == "None"
     assert "cpu_kvcache_space_bytes" not in new and "kv_cache_size_tokens" in new
@@ -124,7 +134,7 @@ def test_a_counter_written_without_total_is_found_by_either_name():
 
 
 def test_samples_of_one_name_without_a_type_line_are_one_family():
-    """Without `# TYPE` the parser yields one family per line; the model keeps every line, as a reader of the text would."""
+    """Without `# TYPE` the parser yields one family per line; the model keeps every line, as a reader would."""
     expo = parse_exposition('m_total{r="a"} 1\nm_total{r="b"} 2\nx_bucket{le="1"} 1\nx_bucket{le="+Inf"} 3\n')
     assert expo.value("m_total") == 3.0 and len(expo.family("m_total").samples) == 2
     assert expo.family("m_total").label_names() == {"r"}

@@ -28,7 +28,7 @@ def stored(text: str) -> str:
 
 def with_value(text: str, sample: str, value: float) -> str:
     """The capture with every series of `sample` set to `value` (the test's own edit of a fixture)."""
-    return re.sub(rf"^({re.escape(sample)}(?:\{{[^}}]*\}})?) \S+$", rf"\g<1> {value}", text, flags=re.M)
+    return re.sub(rf"^({re.escape(sample)}(?:\{{[^}}]*\}})?) \S+$", rf"\g<1> {value}", text, flags=re.MULTILINE)
 
 
 # ---------------------------------------------------------------- load cross-check
@@ -60,7 +60,8 @@ def test_crosscheck_reads_counters_histogram_and_preemptions_from_stored_scrapes
     assert res["requests"] == {"client_ok": 1, "server_success": 1.0}
     th = res["ttft_histogram"]
     assert th["server_count"] == 1.0 and th["client_count"] == 1
-    assert th["quantiles"]["p50"]["server_bucket_s"] == [0.04, 0.06] and th["quantiles"]["p50"]["client_vs_bucket"] == "inside"
+    p50 = th["quantiles"]["p50"]
+    assert p50["server_bucket_s"] == [0.04, 0.06] and p50["client_vs_bucket"] == "inside"
     assert res["scheduler"]["preemptions"] == 2.0
     assert res["flags"] == ["the engine preempted 2 request(s) during the run (KV cache pressure)"]
 

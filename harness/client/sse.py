@@ -28,7 +28,9 @@ taken as it is; every other part, and any stream holding a CR or starting with a
 from __future__ import annotations
 
 import json
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Sequence
 
 __all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "scan_reads", "decode_json", "data_kind", "EVENT_KINDS", "DATA",
@@ -259,13 +261,14 @@ def scan_reads(reads: Sequence[tuple[Any, bytes]]) -> list[tuple[int, str, bytes
     body = b"".join(d for _, d in reads)
     if b"\r" in body or body[:1] == BOM[:1]:  # CR line ends, or a possible BOM: the parser itself, read by read
         return _scan_incremental(reads)
-    ends, acc = [], 0
-    for _, d in reads:
-        acc += len(d)
-        ends.append(acc)
-    out: list[tuple[int, str, bytes | None, int]] = []
+    ends = list(accumulate(len(d) for _, d in reads))
+    if body.startswith(b"data: ") and body.endswith(b"\n\n"):  # what engines send: one data line per event?
+        datas = body[6:-2].split(b"\n\ndata: ")
+        if body.count(b"\n") == 2 * len(datas):  # yes: no LF but the blank-line pairs, each followed by "data: "
+            return _scan_data_lines(body, datas, ends)
     parts = body.split(b"\n\n")
     tail = parts.pop()  # after the last blank line: an unterminated event, or b""
+    out: list[tuple[int, str, bytes | None, int]] = []
     pos = handed = ri = 0  # start of the current part; end of the last event's raw bytes; read index
     for part in parts:
         end = pos + len(part) + 2  # the second LF dispatches: byte end - 1
@@ -281,6 +284,21 @@ def scan_reads(reads: Sequence[tuple[Any, bytes]]) -> list[tuple[int, str, bytes
     if tail:
         _scan_part(tail, pos, handed, ri, ends, out, close=True)
     return out
+
+
+def _scan_data_lines(body: bytes, datas: list[bytes], ends: list[int]) -> list[tuple[int, str, bytes | None, int]]:
+    """The body is `data: <datas[i]>` lines, each followed by a blank line: every one is a data event (or done), its
+    raw bytes the line and the blank line."""
+    sizes = [len(d) + 8 for d in datas]
+    offsets = list(accumulate(sizes))  # where each event's raw bytes end
+    reads = [bisect_left(ends, end) for end in offsets]  # the read holding its dispatching LF (byte end - 1)
+    kinds = [DATA] * len(datas)
+    at = body.find(_DONE_BYTES)
+    while at >= 0:  # only an event holding [DONE] can be a done event
+        i = bisect_right(offsets, at)
+        kinds[i] = data_kind(datas[i])
+        at = body.find(_DONE_BYTES, at + 1)
+    return list(zip(reads, kinds, datas, sizes))
 
 
 def _scan_part(blob: bytes, pos: int, handed: int, ri: int, ends: list[int],

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add
 
 import msgspec
 
@@ -123,11 +125,16 @@ def _finite_float(text: str) -> float:
 _fast_json = msgspec.json.Decoder()  # strict JSON (no NaN, no inf, UTF-8 only): what it accepts, json reads alike
 
 
+def _shallow(p: bytes, obj: object) -> bool:
+    """Nesting within MAX_DEPTH (a text with few brackets cannot be deep: the walk is for the rare rest)."""
+    return p.count(b"[") + p.count(b"{") <= MAX_DEPTH or check_depth(obj) is None
+
+
 def _decode(p: bytes) -> object:
     """One event's JSON, or None when it is not JSON a server may send (NaN, inf, not UTF-8, too deep).
 
-    msgspec decodes what it can (~8x faster); anything it refuses goes to the stdlib parser, which decides, so the
-    result is what `json.loads` with the rules above gives. Depth: a text with few brackets cannot be deep."""
+    msgspec decodes what it can (several times faster); anything it refuses goes to the stdlib parser, which decides,
+    so the result is what `json.loads` with the rules above gives."""
     try:
         obj = _fast_json.decode(p)
     except (msgspec.MsgspecError, RecursionError):
@@ -135,9 +142,20 @@ def _decode(p: bytes) -> object:
             obj = json.loads(p, parse_constant=_no_constants, parse_float=_finite_float)
         except (ValueError, RecursionError):
             return None
-    if p.count(b"[") + p.count(b"{") <= MAX_DEPTH:
-        return obj
-    return obj if check_depth(obj) is None else None
+    return obj if _shallow(p, obj) else None
+
+
+def _decode_all(datas: list[bytes]) -> list[object]:
+    """`_decode` of each event's data, in bulk: msgspec over the lot and one bracket count each (C loops), so the
+    usual stream, all plain JSON of little depth, costs no Python-level step per event; else one by one."""
+    try:
+        objs = list(map(_fast_json.decode, datas))
+    except (msgspec.MsgspecError, RecursionError):
+        return [_decode(d) for d in datas]
+    brackets = map(add, map(bytes.count, datas, repeat(b"[")), map(bytes.count, datas, repeat(b"{")))
+    if max(brackets, default=0) <= MAX_DEPTH:
+        return objs
+    return [obj if _shallow(d, obj) else None for d, obj in zip(datas, objs)]
 
 
 def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
@@ -152,19 +170,20 @@ def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
 
 def _parse(reads: list[tuple[int, bytes]]) -> ParsedStream:
     out = ParsedStream()
-    kinds, t_out, b_out, c_out = [], out.t, out.nbytes, out.chars
-    for ri, kind, data, nbytes in scan_reads(reads):
-        if kind == DONE:
-            r = ("d", 0)
-            out.done = True
-        elif kind == DATA:
-            obj = _decode(data)
-            r = _classify(obj, out) if isinstance(obj, dict) else ("?", 0)
+    # comments, keep-alives, field-only blocks and a truncated tail are framing, not events here
+    events = [ev for ev in scan_reads(reads) if ev[1] == DATA or ev[1] == DONE]
+    objs = iter(_decode_all([data for _, kind, data, _ in events if kind == DATA]))
+    kinds, chars = [], out.chars
+    for _, kind, _, _ in events:
+        if kind == DATA:
+            obj = next(objs)
+            k, nchars = _classify(obj, out) if isinstance(obj, dict) else ("?", 0)
         else:
-            continue  # comment / keep-alive / field-only block / a truncated tail
-        t_out.append(reads[ri][0])
-        b_out.append(nbytes)
-        kinds.append(r[0])
-        c_out.append(r[1])
+            k, nchars = "d", 0
+            out.done = True
+        kinds.append(k)
+        chars.append(nchars)
     out.kinds = "".join(kinds)
+    out.t = [reads[ri][0] for ri, _, _, _ in events]
+    out.nbytes = [nbytes for _, _, _, nbytes in events]
     return out

@@ -121,7 +121,8 @@ def print_table(doc: Doc, console: Any = None) -> None:
     from rich.table import Table
 
     console = console or Console()
-    engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+    given = doc.get("engine")
+    engine: dict[str, Any] = given if isinstance(given, dict) else {}
     target = engine.get("name") or redact_url(engine.get("url", ""))
     t = Table(title=escape(f"conformance · {target} · expectations {doc.get('expectations')}"))
     for col in ("case", "level", "verdict", "detail"):

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -21,7 +20,7 @@ from harness.launch.listening import listening_sockets, non_loopback
 from harness.launch.ports import choose_port
 from harness.launch.ready import verify_identity, wait_ready
 from harness.manifest import Manifest, load_manifest
-from harness.settings import REPORTS_DIR
+from harness.settings import REPORTS_DIR, api_key_from_env
 
 __all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs"]
 
@@ -92,11 +91,14 @@ def check_launch_inputs(m: Manifest, extra_args: tuple[str, ...] = (), extra_env
     if problem:
         raise UsageError(f"extra engine environment: {problem}")
     name = m.server.api_key_env
-    if name and not os.environ.get(name):
-        raise RefusedError(
-            f"{where}: server.api_key_env: ${name} is not set (or empty); "
-            "set it, or remove api_key_env to run without a key"
-        )
+    if name:
+        try:
+            api_key_from_env(name)  # the one lookup LaunchSpec.api_key() uses too
+        except UsageError:
+            raise RefusedError(
+                f"{where}: server.api_key_env: ${name} is not set (or empty); "
+                "set it, or remove api_key_env to run without a key"
+            ) from None
 
 
 def start_verified(engine: Engine, *, quiet: bool = False) -> dict:

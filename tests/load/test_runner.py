@@ -130,3 +130,25 @@ def test_cli_exit_codes_and_report_rerender(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness", "load", "--url", "http://127.0.0.1:9", str(bad), "--out", str(tmp_path / "b")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "bounds.max_duration_s" in p.stderr
+
+
+def test_clients_come_from_the_seam_with_the_fast_transport_injected(tmp_path, monkeypatch):
+    import harness.load.runner as runner
+    from harness.load.transport import FastTransport
+
+    made = []
+    real = runner.make_client
+    monkeypatch.setattr(runner, "make_client", lambda url, **kw: made.append((url, kw)) or real(url, **kw))
+    with FakeServer() as srv:
+        run_scenario(scenario(bounds={"max_requests": 2, "max_duration_s": 10}), Target(srv.url, api_key="k"), tmp_path,
+                     progress=False)  # fmt: skip
+    assert len(made) == 2  # the request client and the side client (discovery, scrapes)
+    assert all(url == srv.url and isinstance(kw["transport"], FastTransport) and kw["api_key"] == "k" for url, kw in made)
+
+
+@pytest.mark.parametrize("kind, outcome", [("unsent", "timeout"), ("timeout", "timeout"), ("connect", "transport_error"),
+                                           ("protocol", "transport_error"), ("other", "transport_error")])
+def test_transport_failures_are_named_by_the_seam(kind, outcome):
+    from harness.load.runner import OUTCOME_OF_FAILURE
+
+    assert OUTCOME_OF_FAILURE.get(kind, "transport_error") == outcome

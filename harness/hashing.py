@@ -20,9 +20,8 @@ import stat
 from pathlib import Path
 
 from harness.errors import DataError
-from harness.outputs import atomic_write_bytes, atomic_write_text  # noqa: F401 - re-exported for old callers
 
-__all__ = ["file_sha256", "tree_hash", "tree_listing", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["file_sha256", "tree_hash", "tree_listing"]
 
 
 def file_sha256(path: str | Path) -> str:

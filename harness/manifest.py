@@ -18,7 +18,7 @@ from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env
 from harness.net import is_loopback_host
 from harness.readers import read_bytes
-from harness.settings import DEFAULT_MANIFEST, REPO_ROOT
+from harness.settings import DEFAULT_MANIFEST, ENV_NAME, REPO_ROOT
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -41,7 +41,6 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 VERSION = re.compile(r"\d+\.\d+\.\d+")
 PY_VERSION = re.compile(r"3\.\d+")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LOCK_MAX_BYTES = 16 << 20  # a hashed lock of a large engine is a few hundred KB
 
 

@@ -30,6 +30,7 @@ from harness.blocks.prefix import CacheRequest, KVCacheManager
 from harness.blocks.scenario import EngineSettings, Lengths, SimScenario
 from harness.blocks.simulate import run as simulate
 from harness.client import Timeouts, make_sync_client
+from harness.client.sse import DATA, SSEParser
 from harness.errors import DataError, HarnessError
 from harness.metrics import Exposition, parse_exposition
 from harness.net import loopback_url
@@ -220,9 +221,9 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
                 "ignore_eos": True, "stream": True}, timeout=300) as r:
             r.raise_for_status()
             end = time.monotonic() + 300
-            for line in r.iter_lines():
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    received[0] += 1
+            framer = SSEParser()
+            for chunk in r.iter_raw():
+                received[0] += sum(1 for ev in framer.feed(chunk) if ev.kind == DATA)
                 if received[0] > max_tokens + 16 or time.monotonic() > end:  # an endless stream is not an answer
                     raise ValueError(f"the stream did not end after {received[0]} chunks")
     finally:

@@ -27,6 +27,7 @@ __all__ = [
     "Level",
     "Verdict",
     "Check",
+    "status_problem",
     "Case",
     "CaseResult",
     "SuiteDocument",
@@ -85,6 +86,14 @@ def info(behaviour: str, actual: Any, note: str = "", **extra: Any) -> Check:
 
 def errored(note: str) -> Check:
     return Check(Verdict.ERROR, note=note)
+
+
+def status_problem(trace: Any) -> Check | None:
+    """A fail for any answer that is not HTTP 200, with the transport error or the start of the body as its note."""
+    if trace.status != 200:
+        body = trace.error or trace.body[:200].decode("utf-8", "replace")
+        return failed(f"status-{trace.status}", 200, trace.status, note=body)
+    return None
 
 
 @dataclass(frozen=True)

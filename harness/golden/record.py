@@ -335,10 +335,11 @@ class UrlEngine:
             self.manifest = m
 
         def api_key(self):
-            import os
+            from harness.settings import api_key_from_env
 
+            # the manifest names a variable on purpose: unset or empty is refused, never a run without the key
             name = self.manifest.server.api_key_env
-            return os.environ.get(name) if name else None
+            return api_key_from_env(name) if name else None
 
     @property
     def spec(self):

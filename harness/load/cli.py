@@ -6,9 +6,9 @@ tolerates; 1 otherwise; 2 bad input / refused (checked before anything is sent o
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from harness.settings import api_key_from_env
 from harness.errors import DataError, UsageError
 
 __all__ = ["register", "cmd_load", "cmd_report"]
@@ -54,15 +54,9 @@ def _print_verdict(s: dict, out: Path) -> int:
 
 
 def _api_key(name: str | None) -> str | None:
-    """The key from the variable NAME; a name that is not one, or is unset, is an error, not a run without a key."""
-    if name is None:
-        return None
-    if not name.isidentifier() or not name.isascii():
-        raise UsageError("--api-key-env takes the name of an environment variable (e.g. VLLM_API_KEY), not the key itself")
-    key = os.environ.get(name)
-    if not key:
-        raise UsageError(f"--api-key-env {name}: that environment variable is not set (or empty)")
-    return key
+    """The key from the variable NAME (settings' one rule: a non-name, unset or empty variable is an error). Without
+    --api-key-env a load test sends no key (it does not pick up HARNESS_API_KEY)."""
+    return api_key_from_env(name) if name else None
 
 
 def cmd_load(args) -> int:

@@ -6,12 +6,12 @@ from harness.errors import OutputError
 from harness.load.report import stopped_by, write_reports
 from harness.load.runner import Target, run_scenario
 from harness.load.scenario import load_scenario
-from harness.manifest import REPO_ROOT
+from harness.settings import LOADTESTS_DIR
 from harness.stages import StageContext, StageResult
 
 __all__ = ["run_stage", "DEFAULT_SCENARIO"]
 
-DEFAULT_SCENARIO = REPO_ROOT / "loadtests" / "default.yaml"
+DEFAULT_SCENARIO = LOADTESTS_DIR / "default.yaml"
 
 
 def run_stage(ctx: StageContext) -> StageResult:

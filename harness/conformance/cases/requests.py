@@ -6,18 +6,12 @@ from __future__ import annotations
 import json
 
 from harness.conformance.context import probe
-from harness.conformance.model import Check, Level, failed, info, passed, skipped
+from harness.conformance.model import Check, Level, failed, info, passed, skipped, status_problem
 from harness.conformance.registry import case, shape_cases
 from harness.conformance.shape import TOOL_CHECKS, per_index, streamed_text, tool_arguments, tool_calls
 from harness.conformance.view import choices, from_trace
 
 CHAT = "/v1/chat/completions"
-
-
-def _bad(t) -> Check | None:
-    if t.status != 200:
-        return failed(f"status-{t.status}", 200, t.status, note=(t.error or t.body[:200].decode("utf-8", "replace")))
-    return None
 
 
 def _first_choice(t) -> tuple[dict | None, Check | None]:
@@ -31,7 +25,7 @@ def _first_choice(t) -> tuple[dict | None, Check | None]:
 @case("chat.nonstream.shape", "a non-stream chat response has object chat.completion, an assistant message and usage")
 async def nonstream_shape(ctx) -> Check:
     t = await ctx.post(CHAT, ctx.chat(max_tokens=5))
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     doc, _ = t.body_json()
     c0, p = _first_choice(t)
@@ -53,7 +47,7 @@ async def nonstream_shape(ctx) -> Check:
 @case("chat.length", "max_tokens ends generation with finish_reason length and completion_tokens = max_tokens")
 async def length(ctx) -> Check:
     t = await ctx.post(CHAT, ctx.chat(max_tokens=5, **ctx.extra("long_request")))
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     c0, p = _first_choice(t)
     if p:
@@ -100,7 +94,7 @@ async def stop_finish(ctx) -> Check:
     t, plan, p = await _stop_stream(ctx)
     if p:
         return p
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     frs = [c.get("finish_reason") for _, o in from_trace(t).objects() for c in choices(o) if c.get("finish_reason")]
     if frs != ["stop"]:
@@ -113,7 +107,7 @@ async def stop_cut(ctx) -> Check:
     t, plan, p = await _stop_stream(ctx)
     if p:
         return p
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     stop, at, full = plan
     got = streamed_text(from_trace(t))
@@ -137,7 +131,7 @@ async def stop_token_ids(ctx) -> Check:
     if k is None:
         return skipped("no token that first occurs after position 2")
     t = await ctx.post(CHAT, ctx.chat(max_tokens=24, stop_token_ids=[ids[k]], **ctx.extra("token_ids")))
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     c1, p = _first_choice(t)
     if p:
@@ -153,7 +147,7 @@ async def stop_token_ids(ctx) -> Check:
 @case("chat.logprobs.shape", "logprobs=true, top_logprobs=2: each content chunk has logprobs.content entries with 2 alternatives")
 async def logprobs(ctx) -> Check:
     t = await ctx.post(CHAT, ctx.chat(max_tokens=6, stream=True, logprobs=True, top_logprobs=2))
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     seen = 0
     for i, seq in per_index(from_trace(t)).items():
@@ -186,7 +180,7 @@ async def _tools(ctx):
 async def tools_present(ctx) -> Check:
     # The shape checks below skip a stream without tool calls (right for recorded streams); a forced call must have them.
     t = await ctx.probe("chat.tools")
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     view = from_trace(t)
     for n, obj in view.objects():
@@ -204,7 +198,7 @@ shape_cases("chat.tools", "chat.tools", TOOL_CHECKS, "chat")
 @case("chat.tools.arguments-schema", "the forced tool call's arguments match the tool's JSON schema")
 async def tools_schema(ctx) -> Check:
     t = await ctx.probe("chat.tools")
-    if (p := _bad(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     text = tool_arguments(from_trace(t))
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.conformance.context import probe
-from harness.conformance.model import Check, Level, failed, passed, skipped
+from harness.conformance.model import Check, Level, failed, passed, skipped, status_problem
 from harness.conformance.registry import case, shape_cases
 from harness.conformance.shape import SHAPE_CHECKS, one_finish_reason, per_index, role_first, streamed_text
 from harness.conformance.view import choices, from_trace
@@ -29,12 +29,6 @@ shape_cases("chat.stream", "chat.stream", SHAPE_CHECKS, "chat")
 shape_cases("completions.stream", "completions.stream", SHAPE_CHECKS, "completions")
 
 
-def _status_problem(t) -> Check | None:
-    if t.status != 200:
-        return failed(f"status-{t.status}", 200, t.status, note=(t.error or t.body[:200].decode("utf-8", "replace")))
-    return None
-
-
 def _no_chunks(t) -> Check:
     # a 200 with an empty stream shows nothing: that is a failure to stream, never a vacuous pass
     return failed("no-chunks", "at least one data chunk", "none", note=f"stream ended: {t.ended or '?'} {t.error or ''}".strip())
@@ -43,7 +37,7 @@ def _no_chunks(t) -> Check:
 @case("chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason")
 async def n2(ctx) -> Check:
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
-    if (p := _status_problem(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     v = from_trace(t)
     idx = per_index(v)
@@ -56,7 +50,7 @@ async def n2(ctx) -> Check:
 @case("chat.stream.no-usage-without-option", "without stream_options no chunk carries usage")
 async def no_usage(ctx) -> Check:
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True))
-    if (p := _status_problem(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     objs = from_trace(t).objects()
     if not objs:
@@ -71,7 +65,7 @@ async def no_usage(ctx) -> Check:
 async def continuous(ctx) -> Check:
     so = {"include_usage": True, "continuous_usage_stats": True}
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True, stream_options=so))
-    if (p := _status_problem(t)) is not None:
+    if (p := status_problem(t)) is not None:
         return p
     objs = from_trace(t).objects()
     if not objs:
@@ -92,7 +86,7 @@ async def _equals(ctx, path: str, body: dict) -> Check:
     ns = await ctx.post(path, {**body, "stream": False})
     st = await ctx.post(path, {**body, "stream": True})
     for t in (ns, st):
-        if (p := _status_problem(t)) is not None:
+        if (p := status_problem(t)) is not None:
             return p
     doc, err = ns.body_json()
     ch = choices(doc)

@@ -27,9 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
 from harness.blocks.prefix import PrefixBlockPool  # noqa: E402
-from harness.blocks.scenario import EngineSettings, Lengths, SimScenario  # noqa: E402
-from harness.blocks.simulate import Simulator, SimResult  # noqa: E402
-from harness.blocks.scenario import expand  # noqa: E402
+from harness.blocks.scenario import (  # noqa: E402
+    EngineSettings,
+    Lengths,
+    SimScenario,
+    expand,  # noqa: E402
+)
+from harness.blocks.simulate import SimResult, Simulator  # noqa: E402
 
 
 class RecordingPool(PrefixBlockPool):
@@ -66,10 +70,20 @@ class RecordingPool(PrefixBlockPool):
 
 
 def record(requests: int, num_blocks: int, block_size: int, seed: int) -> tuple[list[tuple], dict]:
-    eng = EngineSettings(num_blocks=num_blocks, block_size=block_size, max_model_len=2048,
-                         max_num_seqs=64, max_num_batched_tokens=2048)
-    sc = SimScenario("bench", requests, 400.0, Lengths("uniform", min=32, max=400),
-                     Lengths("uniform", min=8, max=128), shared_share=0.6, shared_tokens=160, seed=seed, engine=eng)
+    eng = EngineSettings(
+        num_blocks=num_blocks, block_size=block_size, max_model_len=2048, max_num_seqs=64, max_num_batched_tokens=2048
+    )
+    sc = SimScenario(
+        "bench",
+        requests,
+        400.0,
+        Lengths("uniform", min=32, max=400),
+        Lengths("uniform", min=8, max=128),
+        shared_share=0.6,
+        shared_tokens=160,
+        seed=seed,
+        engine=eng,
+    )
     sim = Simulator(eng)
     sim.kv.pool = RecordingPool(num_blocks, True)
     res = SimResult("bench", eng)
@@ -82,8 +96,12 @@ def record(requests: int, num_blocks: int, block_size: int, seed: int) -> tuple[
             sim.t = pending[-1].arrival_s
             continue
         sim.step(res)
-    return sim.kv.pool.trace, {"steps": sim.step_no, "preemptions": res.preemptions,
-                               "hits": sim.kv.stats.hits, "queries": sim.kv.stats.queries}
+    return sim.kv.pool.trace, {
+        "steps": sim.step_no,
+        "preemptions": res.preemptions,
+        "hits": sim.kv.stats.hits,
+        "queries": sim.kv.stats.queries,
+    }
 
 
 class _Req:
@@ -112,8 +130,13 @@ def prepare_ours(trace):
 
 def run_ours(ops, num_blocks, expect=None):
     pool = PrefixBlockPool(num_blocks, True)
-    new, touch, free, cache, get = (pool.get_new_blocks, pool.touch, pool.free_blocks,
-                                    pool.cache_full_blocks, pool.get_cached_block)
+    new, touch, free, cache, get = (
+        pool.get_new_blocks,
+        pool.touch,
+        pool.free_blocks,
+        pool.cache_full_blocks,
+        pool.get_cached_block,
+    )
     t0 = time.perf_counter()
     for code, arg in ops:
         if code == 0:
@@ -160,8 +183,13 @@ def run_vllm(materialise, num_blocks, block_size):
 
     pool = BlockPool(num_blocks, True)
     ops = materialise(pool)
-    new, touch, free, cache, get = (pool.get_new_blocks, pool.touch, pool.free_blocks,
-                                    pool.cache_full_blocks, pool.get_cached_block)
+    new, touch, free, cache, get = (
+        pool.get_new_blocks,
+        pool.touch,
+        pool.free_blocks,
+        pool.cache_full_blocks,
+        pool.get_cached_block,
+    )
     gids = [0]
     t0 = time.perf_counter()
     for code, arg in ops:
@@ -234,8 +262,10 @@ def main(argv=None) -> int:
     kinds = {}
     for op in trace:
         kinds[op[0]] = kinds.get(op[0], 0) + 1
-    print(f"recorded {len(trace)} pool ops in {time.perf_counter() - t0:.1f}s from {args.requests} requests "
-          f"({info}); mix {kinds}")
+    print(
+        f"recorded {len(trace)} pool ops in {time.perf_counter() - t0:.1f}s from {args.requests} requests "
+        f"({info}); mix {kinds}"
+    )
     problems = parity(trace, args.num_blocks, args.block_size)
     print("parity with vLLM BlockPool:", "identical ids, free-queue order, refcounts" if not problems else problems)
 

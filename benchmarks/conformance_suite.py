@@ -29,8 +29,12 @@ def measure(ctx, out: Path) -> dict:
     write_outputs(doc, out)
     total = time.monotonic() - t0
     slow = sorted(doc["cases"], key=lambda r: -r["duration_s"])[:5]
-    return {"ready_to_report_s": round(total, 2), "cases": len(doc["cases"]), "counts": doc["counts"],
-            "slowest": [(r["id"], r["duration_s"]) for r in slow]}
+    return {
+        "ready_to_report_s": round(total, 2),
+        "cases": len(doc["cases"]),
+        "counts": doc["counts"],
+        "slowest": [(r["id"], r["duration_s"]) for r in slow],
+    }
 
 
 def main() -> int:
@@ -42,14 +46,18 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out or tempfile.mkdtemp(prefix="conformance-bench-"))
     if a.url:
-        res = measure(new_ctx(loopback_url(a.url), load_expectations(a.expect)), out)  # loopback only, before any socket
+        res = measure(
+            new_ctx(loopback_url(a.url), load_expectations(a.expect)), out
+        )  # loopback only, before any socket
     else:
         from harness.launch.session import launch
         from harness.manifest import load_manifest
 
         m = load_manifest(a.manifest)
         with launch(m) as eng:
-            ctx = new_ctx(eng.base_url, load_expectations(a.expect), api_key=eng.api_key, model=eng.served_name, engine=eng)
+            ctx = new_ctx(
+                eng.base_url, load_expectations(a.expect), api_key=eng.api_key, model=eng.served_name, engine=eng
+            )
             res = measure(ctx, out)
     print(json.dumps(res, indent=2))
     return 0

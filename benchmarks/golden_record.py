@@ -49,16 +49,23 @@ def main() -> int:
                 (runs[k].append(v) if i else first.__setitem__(k, v))
     for s in sets:
         t = runs[s.name]
-        out["sets"][s.name] = {"prompts": len(s.prompts), "first_pass_s": first[s.name],
-                               "median_s": round(statistics.median(t), 3), "min_s": round(min(t), 3),
-                               "median_per_prompt_s": round(statistics.median(t) / len(s.prompts), 4)}
-        print(f"{m.name} {s.name}: {len(s.prompts)} prompts, median {statistics.median(t):.2f} s "
-              f"({statistics.median(t) / len(s.prompts) * 1000:.0f} ms/prompt), first pass {first[s.name]:.2f} s")
+        out["sets"][s.name] = {
+            "prompts": len(s.prompts),
+            "first_pass_s": first[s.name],
+            "median_s": round(statistics.median(t), 3),
+            "min_s": round(min(t), 3),
+            "median_per_prompt_s": round(statistics.median(t) / len(s.prompts), 4),
+        }
+        print(
+            f"{m.name} {s.name}: {len(s.prompts)} prompts, median {statistics.median(t):.2f} s "
+            f"({statistics.median(t) / len(s.prompts) * 1000:.0f} ms/prompt), first pass {first[s.name]:.2f} s"
+        )
     if a.upgrade:
         with tempfile.TemporaryDirectory() as td:
             t = time.perf_counter()
-            rc = subprocess.run([sys.executable, "-m", "harness", "upgrade", a.manifest, a.upgrade, "--out", td],
-                                cwd=ROOT).returncode
+            rc = subprocess.run(
+                [sys.executable, "-m", "harness", "upgrade", a.manifest, a.upgrade, "--out", td], cwd=ROOT
+            ).returncode
             out["upgrade"] = {"wall_s": round(time.perf_counter() - t, 1), "exit": rc}
             print(f"harness upgrade {m.name} -> {Path(a.upgrade).stem}: {out['upgrade']['wall_s']} s (exit {rc})")
     if a.json:

@@ -46,8 +46,14 @@ def bare(m, model_dir, tmp) -> float:
     port = choose_port("127.0.0.1", 0)
     spec = LaunchSpec(manifest=m, run_id="bench", run_dir=tmp, model_dir=model_dir, port=port, env_dir=env_for(m).path)
     t0 = time.monotonic()
-    proc = subprocess.Popen(vllm_command(spec), env=engine_environment(spec), cwd=tmp, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        vllm_command(spec),
+        env=engine_environment(spec),
+        cwd=tmp,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_ready(spec.base_url, m.model.served_name, proc)
         return time.monotonic() - t0
@@ -58,8 +64,9 @@ def bare(m, model_dir, tmp) -> float:
 
 def via_harness() -> float:
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "up"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "up"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     line = proc.stdout.readline()
     elapsed = time.monotonic() - t0
     proc.send_signal(signal.SIGINT)
@@ -84,7 +91,9 @@ def main() -> None:
         b = bare(m, model_dir, tmp)
         h = via_harness()
         rows.append((b, h))
-        print(f"pair {i + 1}: bare {b:6.1f} s   harness up {h:6.1f} s   overhead {h - b:+5.1f} s ({(h / b - 1) * 100:+.1f}%)")
+        print(
+            f"pair {i + 1}: bare {b:6.1f} s   harness up {h:6.1f} s   overhead {h - b:+5.1f} s ({(h / b - 1) * 100:+.1f}%)"
+        )
     bm, hm = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
     print(f"median: bare {bm:.1f} s, harness up {hm:.1f} s, overhead {hm - bm:+.1f} s ({(hm / bm - 1) * 100:+.1f}%)")
 

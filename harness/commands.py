@@ -55,10 +55,14 @@ def register(sub) -> None:
 
 def cmd_validate(args) -> int:
     m = load_manifest(args.manifest)
-    rt = f"python {m.runtime.python.version}, lock {m.runtime.python.lock}" if m.runtime.python else (
-        f"docker {m.runtime.docker.image}@{m.runtime.docker.digest}"
+    rt = (
+        f"python {m.runtime.python.version}, lock {m.runtime.python.lock}"
+        if m.runtime.python
+        else (f"docker {m.runtime.docker.image}@{m.runtime.docker.digest}")
     )
-    print(f"ok: {args.manifest}: {m.engine.kind} {m.engine.version}; {rt}; model {m.model.source} {m.model.sha256[:12]}")
+    print(
+        f"ok: {args.manifest}: {m.engine.kind} {m.engine.version}; {rt}; model {m.model.source} {m.model.sha256[:12]}"
+    )
     return 0
 
 
@@ -89,7 +93,9 @@ def cmd_model_hash(args) -> int:
 
 
 def _identity_line(identity: dict) -> str:
-    pin = f"lock {identity['lock_sha256'][:12]}" if "lock_sha256" in identity else f"image {identity.get('image_digest')}"
+    pin = (
+        f"lock {identity['lock_sha256'][:12]}" if "lock_sha256" in identity else f"image {identity.get('image_digest')}"
+    )
     return (
         f"verified: {identity['engine']} {identity['version']}, model {identity['model_hash'][:12]}, {pin}, "
         f"served as {identity['served_name']} (ready in {identity['ready_seconds']} s)"

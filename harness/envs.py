@@ -227,8 +227,17 @@ def _build(env: EngineEnv, manifest: Manifest, quiet: bool) -> None:
     python = _find_python(env.python_version)
     _say(f"engine env: creating {env.path} (Python {env.python_version}, {len(pins)} locked packages)", quiet)
     subprocess.run([python, "-m", "venv", str(env.path)], check=True)
-    cmd = [str(env.python), "-m", "pip", "install", "--require-hashes", "--no-deps", "--disable-pip-version-check",
-           "-r", str(env.lock)]
+    cmd = [
+        str(env.python),
+        "-m",
+        "pip",
+        "install",
+        "--require-hashes",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-r",
+        str(env.lock),
+    ]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: list[str] = []

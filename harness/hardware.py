@@ -24,8 +24,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KERNEL_FLAGS", "UNKNOWN_BEFORE_PROVENANCE", "cpu_facts", "torch_facts", "gpu_facts", "collect",
-           "compare", "summary"]
+__all__ = [
+    "KERNEL_FLAGS",
+    "UNKNOWN_BEFORE_PROVENANCE",
+    "cpu_facts",
+    "torch_facts",
+    "gpu_facts",
+    "collect",
+    "compare",
+    "summary",
+]
 
 # CPU flags that decide which float kernels torch / oneDNN / vLLM's CPU ops run (x86 and Arm).
 KERNEL_FLAGS = (
@@ -63,8 +71,13 @@ def cpu_facts(cpuinfo: str, *, usable: int | None = None, machine: str = "") -> 
     if not model and "cpu implementer" in fields:  # Arm names its cores by implementer/part numbers
         model = f"arm implementer {fields['cpu implementer']} part {fields.get('cpu part', '?')}"
     flags = set((fields.get("flags") or fields.get("features") or "").split())
-    return {"model": model or "unknown", "machine": machine or "unknown",
-            "isa": [f for f in KERNEL_FLAGS if f in flags], "cpus": processors or None, "usable_cpus": usable}
+    return {
+        "model": model or "unknown",
+        "machine": machine or "unknown",
+        "isa": [f for f in KERNEL_FLAGS if f in flags],
+        "cpus": processors or None,
+        "usable_cpus": usable,
+    }
 
 
 def _build_settings(config: str) -> dict[str, str]:
@@ -88,8 +101,13 @@ def torch_facts(probe_output: str) -> dict[str, Any] | str:
     libraries = [ln.strip()[2:] for ln in config.splitlines()
                  if ln.strip().startswith("- ") and not ln.strip().startswith("- Build settings")]  # fmt: skip
     build = _build_settings(config)
-    return {"version": str(raw.get("version")), "cpu_capability": str(raw.get("cpu_capability")),
-            "blas": build.get("BLAS_INFO", "unknown"), "build": build, "libraries": libraries}
+    return {
+        "version": str(raw.get("version")),
+        "cpu_capability": str(raw.get("cpu_capability")),
+        "blas": build.get("BLAS_INFO", "unknown"),
+        "build": build,
+        "libraries": libraries,
+    }
 
 
 def gpu_facts(query_csv: str, banner: str = "") -> dict[str, Any] | None:
@@ -142,8 +160,11 @@ def collect(python: Path | None, *, torch_unknown: str = "no engine environment"
     from harness.readers import read_text
 
     try:
-        cpu: dict[str, Any] | str = cpu_facts(read_text("/proc/cpuinfo", "cpuinfo", max_bytes=8 << 20),
-                                              usable=len(os.sched_getaffinity(0)), machine=platform.machine())
+        cpu: dict[str, Any] | str = cpu_facts(
+            read_text("/proc/cpuinfo", "cpuinfo", max_bytes=8 << 20),
+            usable=len(os.sched_getaffinity(0)),
+            machine=platform.machine(),
+        )
     except (HarnessError, OSError, AttributeError):
         cpu = "unknown (no /proc/cpuinfo)"
     torch = _probe_torch(str(python)) if python is not None else f"unknown ({torch_unknown})"
@@ -172,7 +193,7 @@ def _flat(hw: Any) -> dict[str, Any] | None:
 def _why_unknown(hw: Any) -> str:
     """'recorded before provenance' from 'unknown (recorded before provenance)'; 'no hardware block' when absent."""
     if isinstance(hw, str) and hw.startswith("unknown"):
-        return hw[len("unknown"):].strip(" ()") or "unknown"
+        return hw[len("unknown") :].strip(" ()") or "unknown"
     return "no hardware block"
 
 
@@ -183,8 +204,10 @@ def _show_pair(a: Any, b: Any) -> str:
     return f"{a!r} vs {b!r}"
 
 
-MEANING = ("last-bit float drift between them is expected and judged against the tolerance (equivalent); "
-           "token changes are still judged as always")
+MEANING = (
+    "last-bit float drift between them is expected and judged against the tolerance (equivalent); "
+    "token changes are still judged as always"
+)
 
 
 def compare(a: Any, b: Any) -> dict[str, Any]:
@@ -195,21 +218,37 @@ def compare(a: Any, b: Any) -> dict[str, Any]:
     fa, fb = _flat(a), _flat(b)
     if fa is None or fb is None:
         who = " and ".join(f"{n}: {_why_unknown(h)}" for n, h, f in (("A", a, fa), ("B", b, fb)) if f is None)
-        return {"status": "unknown", "differs": [], "unknown": [],
-                "line": f"hardware unknown ({who}): cannot tell whether drift comes from the machine; {MEANING}"}
+        return {
+            "status": "unknown",
+            "differs": [],
+            "unknown": [],
+            "line": f"hardware unknown ({who}): cannot tell whether drift comes from the machine; {MEANING}",
+        }
     common = [k for k in fa if k in fb]
     differs = [k for k in common if fa[k] != fb[k]]
     unknown = sorted((set(fa) | set(fb)) - set(common))
     if differs:
         shown = "; ".join(f"{k} {_show_pair(fa[k], fb[k])}" for k in differs)
-        return {"status": "different", "differs": differs, "unknown": unknown,
-                "line": f"different hardware or build: {shown}: {MEANING}"}
+        return {
+            "status": "different",
+            "differs": differs,
+            "unknown": unknown,
+            "line": f"different hardware or build: {shown}: {MEANING}",
+        }
     if not common:
-        return {"status": "unknown", "differs": [], "unknown": unknown,
-                "line": f"hardware unknown (no field known on both sides): {MEANING}"}
+        return {
+            "status": "unknown",
+            "differs": [],
+            "unknown": unknown,
+            "line": f"hardware unknown (no field known on both sides): {MEANING}",
+        }
     tail = f" (unknown on one side: {', '.join(unknown)})" if unknown else ""
-    return {"status": "same", "differs": [], "unknown": unknown,
-            "line": f"same hardware and build ({summary(a)}){tail}"}
+    return {
+        "status": "same",
+        "differs": [],
+        "unknown": unknown,
+        "line": f"same hardware and build ({summary(a)}){tail}",
+    }
 
 
 def summary(hw: Any) -> str:

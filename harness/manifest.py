@@ -18,7 +18,7 @@ from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env
 from harness.net import is_loopback_host
 from harness.readers import read_bytes
-from harness.settings import DEFAULT_MANIFEST, ENV_NAME, REPO_ROOT
+from harness.settings import DEFAULT_MANIFEST, ENV_NAME
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -109,7 +109,7 @@ class RuntimeSpec(_Strict):
     docker: DockerRuntime | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "RuntimeSpec":
+    def _exactly_one(self) -> RuntimeSpec:
         if (self.python is None) == (self.docker is None):
             raise ValueError("exactly one of runtime.python or runtime.docker is required")
         return self
@@ -258,7 +258,7 @@ def parse_lock_text(text: str) -> dict[str, str]:
                 word = "--hash=" + words.pop(0)
             if not word.startswith("--hash="):
                 raise ValueError(f"line {n}: {m['name']}: option {_shown(word.split('=', 1)[0])} is not --hash")
-            if not _LOCK_HASH.fullmatch(word[len("--hash="):]):
+            if not _LOCK_HASH.fullmatch(word[len("--hash=") :]):
                 raise ValueError(f"line {n}: {m['name']}: {_shown(word)} is not --hash=sha256:<64 hex>")
             hashes.append(word)
         if not hashes:
@@ -301,7 +301,9 @@ def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
     m = m.model_copy(update={"path": p.resolve()})
     if m.runtime.docker is not None and m.runtime.docker.digest is None and require_digest:
         raise ManifestError(
-            p, "runtime.docker.digest", "missing: an image is pinned by sha256 digest (run `harness pin` where the image is present)"
+            p,
+            "runtime.docker.digest",
+            "missing: an image is pinned by sha256 digest (run `harness pin` where the image is present)",
         )
     if m.runtime.python is not None:
         read_lock(p, m.lock_path, m.runtime.python.lock_sha256)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from harness.errors import OutputError
 
@@ -69,7 +69,9 @@ def output_dir(path: str | Path, names: Iterable[str] = (), *, force: bool = Fal
         if target.exists() or target.is_symlink():
             existing.append(name)
     if existing and not force:
-        raise OutputError(f"{what} {d}: already holds {', '.join(existing)}; pass --force to replace, or choose another directory")
+        raise OutputError(
+            f"{what} {d}: already holds {', '.join(existing)}; pass --force to replace, or choose another directory"
+        )
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -29,7 +29,7 @@ def _normalize_repo(repo: str) -> str:
     """Docker's familiar form: docker.io/library/x -> x, docker.io/u/x -> u/x."""
     for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/"):
         if repo.startswith(prefix):
-            return repo[len(prefix):]
+            return repo[len(prefix) :]
     return repo
 
 
@@ -118,7 +118,9 @@ def set_digest_in_text(text: str, digest: str, where: str = "manifest") -> str:
         raise ManifestError(where, "runtime.docker", "no `docker:` block (written in block style) under runtime")
     dk_i, dk_ind = dk
     if _KEY.match(lines[dk_i]).group("rest").split("#", 1)[0].strip():
-        raise ManifestError(where, "runtime.docker", "written in flow style; use block style so `harness pin` can edit it")
+        raise ManifestError(
+            where, "runtime.docker", "written in flow style; use block style so `harness pin` can edit it"
+        )
     dk_end = _block_end(lines, dk_i, dk_ind)
     newline = "\r\n" if lines[dk_i].endswith("\r\n") else "\n"
     found = _find_key(lines, dk_i + 1, dk_end, "digest", dk_ind)
@@ -155,7 +157,9 @@ def pin_manifest(path: str | Path, client=None) -> str:
     p = Path(path)
     m = load_manifest(p, require_digest=False)
     if m.runtime.docker is None:
-        raise ManifestError(p, "runtime.docker", "not a docker manifest: only runtime.docker images are pinned by digest")
+        raise ManifestError(
+            p, "runtime.docker", "not a docker manifest: only runtime.docker images are pinned by digest"
+        )
     digest = local_repo_digest(m.runtime.docker.image, client)
     if m.runtime.docker.digest == digest:
         return digest
@@ -165,7 +169,9 @@ def pin_manifest(path: str | Path, client=None) -> str:
     expected["runtime"]["docker"]["digest"] = digest
     edited = parse_yaml(new_text, p, "manifest")
     if edited != expected:
-        raise ManifestError(p, "runtime.docker.digest", "could not edit the digest line safely; set it by hand: " + digest)
+        raise ManifestError(
+            p, "runtime.docker.digest", "could not edit the digest line safely; set it by hand: " + digest
+        )
     validate_as(Manifest, edited, p, context={"engine_kind": m.engine.kind})
     mode = p.stat().st_mode & 0o7777
     atomic_write_text(p, new_text)

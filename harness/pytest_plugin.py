@@ -18,7 +18,11 @@ import pytest
 
 OPTIONS = {
     "harness_url": ("--harness-url", "HARNESS_URL", "attach the conformance suite to a running engine (loopback URL)"),
-    "harness_manifest": ("--harness-manifest", "HARNESS_MANIFEST", "launch this engine manifest for the conformance suite"),
+    "harness_manifest": (
+        "--harness-manifest",
+        "HARNESS_MANIFEST",
+        "launch this engine manifest for the conformance suite",
+    ),
     "harness_expect": ("--harness-expect", "HARNESS_EXPECT", "expectation name or YAML (default from the manifest)"),
 }
 REPORT_KEY = pytest.StashKey[dict]()
@@ -76,8 +80,10 @@ class HarnessCaseItem(pytest.Item):
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, HarnessCaseFailure):
             r = excinfo.value.result
-            return (f"{r['id']} [{r['level']}] {r['requirement']}\n  verdict: {r['verdict']} ({r['behaviour']})\n"
-                    f"  expected: {r['expected']!r}\n  actual:   {r['actual']!r}\n  chunk: {r['chunk']}\n  note: {r['note']}")
+            return (
+                f"{r['id']} [{r['level']}] {r['requirement']}\n  verdict: {r['verdict']} ({r['behaviour']})\n"
+                f"  expected: {r['expected']!r}\n  actual:   {r['actual']!r}\n  chunk: {r['chunk']}\n  note: {r['note']}"
+            )
         return super().repr_failure(excinfo)
 
     def reportinfo(self):

@@ -17,8 +17,9 @@ import json
 import math
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, NoReturn
+from typing import Any, NoReturn
 
 import yaml
 
@@ -54,7 +55,9 @@ def fail(error: type[HarnessError], path: object, where: str, message: str) -> H
     return error(f"{path}: {where}: {message}" if where else f"{path}: {message}")
 
 
-def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError) -> bytes:
+def read_bytes(
+    path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError
+) -> bytes:
     """The whole file, if it is a regular file of at most max_bytes. Opening never blocks (O_NONBLOCK for FIFOs)."""
     p = Path(path)
     try:
@@ -70,7 +73,9 @@ def read_bytes(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES,
         if stat.S_ISDIR(st.st_mode):
             raise fail(error, p, "(file)", f"is a directory, not a {what} file")
         if not stat.S_ISREG(st.st_mode):
-            raise fail(error, p, "(file)", f"not a regular file (a FIFO, device or socket); refusing to read it as {what}")
+            raise fail(
+                error, p, "(file)", f"not a regular file (a FIFO, device or socket); refusing to read it as {what}"
+            )
         if st.st_size > max_bytes:
             raise fail(error, p, "(file)", f"{what} file is {st.st_size} bytes, over the limit of {max_bytes}")
         with os.fdopen(fd, "rb", closefd=False) as f:
@@ -92,7 +97,9 @@ def _decode(data: bytes, p: object, what: str, error: ErrorType) -> str:
         raise fail(error, p, f"line {line}", f"{what} is not UTF-8 text (byte {exc.start})") from None
 
 
-def read_text(path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError) -> str:
+def read_text(
+    path: str | Path, what: str, *, max_bytes: int = MAX_INPUT_BYTES, error: ErrorType = ManifestError
+) -> str:
     return _decode(read_bytes(path, what, max_bytes=max_bytes, error=error), path, what, error)
 
 
@@ -181,7 +188,9 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def parse_yaml(text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH, error: ErrorType = ManifestError) -> Any:
+def parse_yaml(
+    text: str, path: object, what: str, *, max_depth: int = MAX_DEPTH, error: ErrorType = ManifestError
+) -> Any:
     try:
         obj = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:

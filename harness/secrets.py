@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["HARMLESS_ENV", "shown_env_value", "redact_env"]
 

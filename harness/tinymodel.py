@@ -217,7 +217,15 @@ def _tokenizer_json() -> dict:
     vocab = {b2u[b]: b for b in range(256)}
     vocab.update(SPECIAL_TOKENS)
     added = [
-        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for t, i in sorted(SPECIAL_TOKENS.items(), key=lambda kv: kv[1])
     ]
     bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
@@ -285,7 +293,14 @@ def reference_files() -> dict[str, bytes]:
     tokenizer_config = {
         **specials,
         "added_tokens_decoder": {
-            str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+            str(i): {
+                "content": t,
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
+            }
             for t, i in SPECIAL_TOKENS.items()
         },
         "chat_template": CHAT_TEMPLATE,

@@ -8,7 +8,6 @@ Everything binds 127.0.0.1; the server is stopped at the end (also on error or C
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -55,8 +54,24 @@ def main() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = [str(binary), "-m", str(gdir / GGUF_FILENAME), "--host", "127.0.0.1", "--port", str(port), "--metrics",
-            "--alias", "tiny-llama", "--threads", "2", "--ctx-size", "2048", "--parallel", "1"]
+    argv = [
+        str(binary),
+        "-m",
+        str(gdir / GGUF_FILENAME),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics",
+        "--alias",
+        "tiny-llama",
+        "--threads",
+        "2",
+        "--ctx-size",
+        "2048",
+        "--parallel",
+        "1",
+    ]
     env = {"PATH": os.environ["PATH"], "LLAMA_API_KEY": KEY}
     save("argv.txt", " ".join(argv) + "\nenv: LLAMA_API_KEY=<key>\n")
     log = open(OUT / "server.log", "wb")
@@ -86,56 +101,174 @@ def main() -> int:
             save("props.txt", raw(c, "GET", f"{base}/props", headers=auth))
             save("models-noauth.txt", raw(c, "GET", f"{base}/v1/models"))
             save("models.txt", raw(c, "GET", f"{base}/v1/models", headers=auth))
-            chat = {"model": "tiny-llama", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 24,
-                    "temperature": 0}
+            chat = {
+                "model": "tiny-llama",
+                "messages": [{"role": "user", "content": "Hello!"}],
+                "max_tokens": 24,
+                "temperature": 0,
+            }
             save("chat-noauth.txt", raw(c, "POST", f"{base}/v1/chat/completions", json=chat))
             save("chat.txt", raw(c, "POST", f"{base}/v1/chat/completions", json=chat, headers=auth))
             save("chat-2.txt", raw(c, "POST", f"{base}/v1/chat/completions", json=chat, headers=auth))
-            save("chat-logprobs.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                          json={**chat, "logprobs": True, "top_logprobs": 5}))
-            save("chat-stream.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                        json={**chat, "max_tokens": 6, "stream": True}))
-            save("chat-stream-usage.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                              json={**chat, "max_tokens": 6, "stream": True,
-                                                    "stream_options": {"include_usage": True}}))
-            save("chat-stream-logprobs.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                                 json={**chat, "max_tokens": 3, "stream": True, "logprobs": True,
-                                                       "top_logprobs": 2}))
+            save(
+                "chat-logprobs.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={**chat, "logprobs": True, "top_logprobs": 5},
+                ),
+            )
+            save(
+                "chat-stream.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={**chat, "max_tokens": 6, "stream": True},
+                ),
+            )
+            save(
+                "chat-stream-usage.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={**chat, "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}},
+                ),
+            )
+            save(
+                "chat-stream-logprobs.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={**chat, "max_tokens": 3, "stream": True, "logprobs": True, "top_logprobs": 2},
+                ),
+            )
             cmpl = {"model": "tiny-llama", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}
             save("cmpl.txt", raw(c, "POST", f"{base}/v1/completions", json=cmpl, headers=auth))
-            save("cmpl-logprobs.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth,
-                                          json={**cmpl, "logprobs": 5}))
-            save("cmpl-stream.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth,
-                                        json={**cmpl, "max_tokens": 6, "stream": True,
-                                              "stream_options": {"include_usage": True}}))
-            save("tokenize.txt", raw(c, "POST", f"{base}/tokenize", headers=auth,
-                                     json={"content": "Once upon a time", "add_special": True}))
-            save("apply-template.txt", raw(c, "POST", f"{base}/apply-template", headers=auth,
-                                           json={"messages": chat["messages"]}))
-            save("err-badjson.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers={**auth,
-                 "Content-Type": "application/json"}, content=b'{"model": "tiny-llama", "messages": ['))
-            save("err-unknown-model.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                              json={**chat, "model": "no-such-model"}))
-            save("err-max-tokens.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                           json={**chat, "max_tokens": 100000}))
-            save("err-negative-max-tokens.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                                    json={**chat, "max_tokens": -5}))
-            save("err-no-messages.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                            json={"model": "tiny-llama"}))
-            save("err-long-prompt.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth,
-                                            json={**cmpl, "prompt": "x" * 5000, "max_tokens": 4}))
-            schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
-                      "additionalProperties": False}
-            save("json-schema.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                        json={**chat, "max_tokens": 40, "response_format": {
-                                            "type": "json_schema", "json_schema": {"name": "t", "schema": schema}}}))
-            save("json-object.txt", raw(c, "POST", f"{base}/v1/chat/completions", headers=auth,
-                                        json={**chat, "max_tokens": 40, "response_format": {"type": "json_object"}}))
-            save("n2.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth, json={**cmpl, "n": 2, "max_tokens": 4}))
-            save("seed-sampling.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth,
-                                          json={**cmpl, "temperature": 1.0, "seed": 1234, "max_tokens": 8}))
-            save("seed-sampling-2.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth,
-                                            json={**cmpl, "temperature": 1.0, "seed": 1234, "max_tokens": 8}))
+            save(
+                "cmpl-logprobs.txt",
+                raw(c, "POST", f"{base}/v1/completions", headers=auth, json={**cmpl, "logprobs": 5}),
+            )
+            save(
+                "cmpl-stream.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/completions",
+                    headers=auth,
+                    json={**cmpl, "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}},
+                ),
+            )
+            save(
+                "tokenize.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/tokenize",
+                    headers=auth,
+                    json={"content": "Once upon a time", "add_special": True},
+                ),
+            )
+            save(
+                "apply-template.txt",
+                raw(c, "POST", f"{base}/apply-template", headers=auth, json={"messages": chat["messages"]}),
+            )
+            save(
+                "err-badjson.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers={**auth, "Content-Type": "application/json"},
+                    content=b'{"model": "tiny-llama", "messages": [',
+                ),
+            )
+            save(
+                "err-unknown-model.txt",
+                raw(c, "POST", f"{base}/v1/chat/completions", headers=auth, json={**chat, "model": "no-such-model"}),
+            )
+            save(
+                "err-max-tokens.txt",
+                raw(c, "POST", f"{base}/v1/chat/completions", headers=auth, json={**chat, "max_tokens": 100000}),
+            )
+            save(
+                "err-negative-max-tokens.txt",
+                raw(c, "POST", f"{base}/v1/chat/completions", headers=auth, json={**chat, "max_tokens": -5}),
+            )
+            save(
+                "err-no-messages.txt",
+                raw(c, "POST", f"{base}/v1/chat/completions", headers=auth, json={"model": "tiny-llama"}),
+            )
+            save(
+                "err-long-prompt.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/completions",
+                    headers=auth,
+                    json={**cmpl, "prompt": "x" * 5000, "max_tokens": 4},
+                ),
+            )
+            schema = {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}},
+                "required": ["a"],
+                "additionalProperties": False,
+            }
+            save(
+                "json-schema.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={
+                        **chat,
+                        "max_tokens": 40,
+                        "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}},
+                    },
+                ),
+            )
+            save(
+                "json-object.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/chat/completions",
+                    headers=auth,
+                    json={**chat, "max_tokens": 40, "response_format": {"type": "json_object"}},
+                ),
+            )
+            save(
+                "n2.txt", raw(c, "POST", f"{base}/v1/completions", headers=auth, json={**cmpl, "n": 2, "max_tokens": 4})
+            )
+            save(
+                "seed-sampling.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/completions",
+                    headers=auth,
+                    json={**cmpl, "temperature": 1.0, "seed": 1234, "max_tokens": 8},
+                ),
+            )
+            save(
+                "seed-sampling-2.txt",
+                raw(
+                    c,
+                    "POST",
+                    f"{base}/v1/completions",
+                    headers=auth,
+                    json={**cmpl, "temperature": 1.0, "seed": 1234, "max_tokens": 8},
+                ),
+            )
             metrics = c.get(f"{base}/metrics", headers=auth)
             save("metrics-status.txt", f"HTTP {metrics.status_code} {dict(metrics.headers)}\n")
             Path("/tmp/llamacpp-metrics.txt").write_text(metrics.text)

@@ -167,9 +167,21 @@ def test_config(model_dir):
     cfg = json.loads((model_dir / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama"
     assert cfg["torch_dtype"] == "float32" and cfg["tie_word_embeddings"] is False
-    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                "intermediate_size", "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta",
-                "bos_token_id", "eos_token_id", "pad_token_id"):
+    for key in (
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+        "max_position_embeddings",
+        "rms_norm_eps",
+        "rope_theta",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    ):
         assert cfg[key] == s[key], key
     assert s["hidden_size"] == s["num_attention_heads"] * s["head_dim"]
     assert s["seed"] == REFERENCE_SEED
@@ -214,7 +226,12 @@ def test_tokenizer_json(model_dir):
     vocab = tok["model"]["vocab"]
     assert tok["model"]["type"] == "BPE" and tok["model"]["merges"] == []
     assert len(vocab) == 260 and sorted(vocab.values()) == list(range(260))
-    assert tok["pre_tokenizer"] == {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    assert tok["pre_tokenizer"] == {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": False,
+        "use_regex": False,
+    }
     assert tok["decoder"]["type"] == "ByteLevel"
     assert {t["content"]: t["id"] for t in tok["added_tokens"]} == SPECIAL_TOKENS
     assert all(t["special"] for t in tok["added_tokens"])
@@ -255,7 +272,14 @@ def test_chat_template_renders():
     )
     assert t.render(messages=msgs, bos_token="<s>", add_generation_prompt=False) == "<s><|system|>\nsys\n<|user|>\nHi\n"
     msgs2 = [
-        {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "b"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "a "},
+                {"type": "image_url", "image_url": {}},
+                {"type": "text", "text": "b"},
+            ],
+        },
         {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "42"},
     ]

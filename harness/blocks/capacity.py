@@ -3,7 +3,7 @@
 page_size_bytes (per layer) = 2 * block_size * num_kv_heads * head_size * dtype_size
 num_blocks                  = kv_bytes // page_size_bytes // num_layers      (uniform full attention)
 
-``num_blocks`` includes the null block 0 (what ``vllm:cache_config_info{num_gpu_blocks}`` shows); 
+``num_blocks`` includes the null block 0 (what ``vllm:cache_config_info{num_gpu_blocks}`` shows);
 ``usable_blocks`` = num_blocks - 1. Pure functions; :func:`read_model_config` is the only I/O.
 """
 
@@ -20,13 +20,29 @@ from harness.errors import DataError, UsageError
 from harness.readers import MAX_INPUT_BYTES, read_json
 
 __all__ = [
-    "DTYPE_BYTES", "ModelShape", "Capacity", "model_shape", "resolve_model_dtype", "kv_dtype_bytes",
-    "plan", "parse_bytes", "read_model_config", "load_shape", "max_concurrency",
+    "DTYPE_BYTES",
+    "ModelShape",
+    "Capacity",
+    "model_shape",
+    "resolve_model_dtype",
+    "kv_dtype_bytes",
+    "plan",
+    "parse_bytes",
+    "read_model_config",
+    "load_shape",
+    "max_concurrency",
 ]
 
 DTYPE_BYTES = {
-    "float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+    "float32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
 }
 GiB = 1 << 30
 
@@ -62,16 +78,21 @@ def model_shape(config: Mapping, source: object = "config.json") -> ModelShape:
     try:
         layers = _shape_int(cfg, "num_hidden_layers", limits.MAX_LAYERS, source)
         heads = _shape_int(cfg, "num_attention_heads", limits.MAX_HEADS, source)
-        kv_heads = _shape_int(cfg, "num_key_value_heads", limits.MAX_HEADS, source) \
-            if cfg.get("num_key_value_heads") is not None else heads
+        kv_heads = (
+            _shape_int(cfg, "num_key_value_heads", limits.MAX_HEADS, source)
+            if cfg.get("num_key_value_heads") is not None
+            else heads
+        )
         if cfg.get("head_dim") is not None:
             head = _shape_int(cfg, "head_dim", limits.MAX_HEAD_SIZE, source)
         else:
             hidden = _shape_int(cfg, "hidden_size", limits.MAX_HEADS * limits.MAX_HEAD_SIZE, source)
             head = hidden // heads
             if not 1 <= head <= limits.MAX_HEAD_SIZE:
-                raise DataError(f"{source}: hidden_size: {hidden} / {heads} heads gives head size {head}, "
-                                f"outside 1..{limits.MAX_HEAD_SIZE}")
+                raise DataError(
+                    f"{source}: hidden_size: {hidden} / {heads} heads gives head size {head}, "
+                    f"outside 1..{limits.MAX_HEAD_SIZE}"
+                )
     except KeyError as exc:
         raise DataError(f"{source}: {exc.args[0]}: missing; config.json lacks a usable attention shape") from None
     dtype = cfg.get("torch_dtype") or cfg.get("dtype") or config.get("torch_dtype") or "float32"
@@ -105,9 +126,13 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
         return DTYPE_BYTES[name]
     except KeyError:
         if kv == "auto":
-            raise UsageError(f"model dtype {_shown(name)} (from --dtype or config.json torch_dtype) has no known size; "
-                             "pass --dtype or --kv-cache-dtype") from None
-        raise UsageError(f"unknown --kv-cache-dtype {_shown(kv_cache_dtype)} (auto or one of {', '.join(DTYPE_BYTES)})") from None
+            raise UsageError(
+                f"model dtype {_shown(name)} (from --dtype or config.json torch_dtype) has no known size; "
+                "pass --dtype or --kv-cache-dtype"
+            ) from None
+        raise UsageError(
+            f"unknown --kv-cache-dtype {_shown(kv_cache_dtype)} (auto or one of {', '.join(DTYPE_BYTES)})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -153,11 +178,19 @@ def plan(
     if num_gpu_blocks_override is not None:
         blocks = num_gpu_blocks_override
     return Capacity(
-        num_layers=shape.num_layers, num_kv_heads=kv_heads, head_size=shape.head_size,
-        model_dtype=model_dtype, kv_dtype_bytes=size, block_size=block_size, kv_bytes=kv_bytes,
-        page_size_bytes=page, block_bytes=page * shape.num_layers,
+        num_layers=shape.num_layers,
+        num_kv_heads=kv_heads,
+        head_size=shape.head_size,
+        model_dtype=model_dtype,
+        kv_dtype_bytes=size,
+        block_size=block_size,
+        kv_bytes=kv_bytes,
+        page_size_bytes=page,
+        block_bytes=page * shape.num_layers,
         bytes_per_token=page * shape.num_layers // block_size,
-        num_blocks=blocks, usable_blocks=max(0, blocks - 1), num_tokens=blocks * block_size,
+        num_blocks=blocks,
+        usable_blocks=max(0, blocks - 1),
+        num_tokens=blocks * block_size,
     )
 
 
@@ -182,8 +215,20 @@ def max_concurrency(cap: Capacity, lengths: Sequence[int]) -> dict:
     }
 
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
 
 
 def parse_bytes(text: str, what: str = "--kv-bytes") -> int:
@@ -205,8 +250,9 @@ def _config_path(model_dir: str | Path) -> Path:
 def read_model_config(model_dir: str | Path) -> dict:
     """The model's config.json (a directory or the file itself), through the bounded JSON reader.
     NaN is allowed in the file (HF writes it for some unused fields); the shape fields are checked by model_shape."""
-    return read_json(_config_path(model_dir), "model config", max_bytes=MAX_INPUT_BYTES, allow_nan=True,
-                     error=DataError)
+    return read_json(
+        _config_path(model_dir), "model config", max_bytes=MAX_INPUT_BYTES, allow_nan=True, error=DataError
+    )
 
 
 def load_shape(model_dir: str | Path) -> ModelShape:

@@ -21,9 +21,15 @@ def _capacity(args) -> int:
     from harness.blocks import capacity as c
 
     shape = c.load_shape(args.model)
-    cap = c.plan(shape, c.parse_bytes(args.kv_bytes), args.block_size, dtype=args.dtype,
-                 kv_cache_dtype=args.kv_cache_dtype, tensor_parallel_size=args.tensor_parallel_size,
-                 num_gpu_blocks_override=args.num_gpu_blocks_override)
+    cap = c.plan(
+        shape,
+        c.parse_bytes(args.kv_bytes),
+        args.block_size,
+        dtype=args.dtype,
+        kv_cache_dtype=args.kv_cache_dtype,
+        tensor_parallel_size=args.tensor_parallel_size,
+        num_gpu_blocks_override=args.num_gpu_blocks_override,
+    )
     out = cap.to_dict()
     lengths = list(args.length or [])
     if args.max_model_len:
@@ -38,8 +44,9 @@ def _waste(args) -> int:
     from harness.blocks import waste as w
 
     try:
-        rep = w.waste_report(args.min, args.max, args.block_size, args.reserve or [],
-                             sample_size=args.sample, seed=args.seed)
+        rep = w.waste_report(
+            args.min, args.max, args.block_size, args.reserve or [], sample_size=args.sample, seed=args.seed
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -53,9 +60,16 @@ def _simulate(args) -> int:
     from harness.blocks import scenario, simulate
 
     sc, specs = scenario.load_any(args.scenario)
-    overrides = {k: v for k, v in (("num_blocks", args.num_blocks), ("block_size", args.block_size),
-                                   ("max_num_seqs", args.max_num_seqs),
-                                   ("max_num_batched_tokens", args.max_num_batched_tokens)) if v}
+    overrides = {
+        k: v
+        for k, v in (
+            ("num_blocks", args.num_blocks),
+            ("block_size", args.block_size),
+            ("max_num_seqs", args.max_num_seqs),
+            ("max_num_batched_tokens", args.max_num_batched_tokens),
+        )
+        if v
+    }
     result = simulate.run(sc, specs=specs, **overrides)
     _emit(result.summary(timeline=args.timeline))
     return 0
@@ -64,8 +78,14 @@ def _simulate(args) -> int:
 def _crosscheck(args) -> int:
     from harness.blocks import live
 
-    verdicts = live.crosscheck(args.url, args.model, served_name=args.served_name, dtype=args.dtype,
-                               kv_bytes=args.kv_bytes, checks=args.check or None)
+    verdicts = live.crosscheck(
+        args.url,
+        args.model,
+        served_name=args.served_name,
+        dtype=args.dtype,
+        kv_bytes=args.kv_bytes,
+        checks=args.check or None,
+    )
     _emit([v.to_dict() for v in verdicts])
     ran = [v for v in verdicts if v.agree is not None]
     if not ran:  # no observation is not a pass
@@ -106,18 +126,29 @@ def register(sub) -> None:
 
     w = bsub.add_parser("waste", help="rounding waste and utilisation for uniform lengths min..max")
     w.add_argument("--min", type=int_in(1, L.MAX_WASTE_LENGTH), required=True)
-    w.add_argument("--max", type=int_in(1, L.MAX_WASTE_LENGTH), required=True,
-                   help=f"longest length (at most {L.MAX_WASTE_LENGTH}: every length min..max is enumerated)")
+    w.add_argument(
+        "--max",
+        type=int_in(1, L.MAX_WASTE_LENGTH),
+        required=True,
+        help=f"longest length (at most {L.MAX_WASTE_LENGTH}: every length min..max is enumerated)",
+    )
     w.add_argument("--block-size", type=int_in(1, L.MAX_BLOCK_SIZE), required=True)
     w.add_argument("--reserve", type=int_in(1, L.MAX_LENGTH), action="append", help="max-length reservation to compare")
-    w.add_argument("--sample", type=int_in(0, L.MAX_SAMPLE), default=0,
-                   help=f"random sample size for the sample aggregate (0: exhaustive; at most {L.MAX_SAMPLE})")
+    w.add_argument(
+        "--sample",
+        type=int_in(0, L.MAX_SAMPLE),
+        default=0,
+        help=f"random sample size for the sample aggregate (0: exhaustive; at most {L.MAX_SAMPLE})",
+    )
     w.add_argument("--seed", type=int_in(0, L.MAX_SEED), default=0)
     w.add_argument("--json", action="store_true")
     w.set_defaults(func=_waste)
 
-    s = bsub.add_parser("simulate", help="replay a scenario (loadtests/*.yaml, or the simulator's own format with an "
-                                         "engine section) through a continuous-batching scheduler")
+    s = bsub.add_parser(
+        "simulate",
+        help="replay a scenario (loadtests/*.yaml, or the simulator's own format with an "
+        "engine section) through a continuous-batching scheduler",
+    )
     s.add_argument("scenario")
     s.add_argument("--num-blocks", type=int_in(2, L.MAX_SIM_BLOCKS), help="override the scenario's engine.num_blocks")
     s.add_argument("--block-size", type=int_in(1, L.MAX_BLOCK_SIZE))
@@ -132,6 +163,10 @@ def register(sub) -> None:
     x.add_argument("--served-name", help="served model name (default: first of /v1/models)")
     x.add_argument("--dtype", default="auto", help="the --dtype the engine was started with")
     x.add_argument("--kv-bytes", help="KV bytes (default: cpu_kvcache_space_bytes from /metrics)")
-    x.add_argument("--check", action="append",
-                   choices=["num_blocks", "usage", "prefix_hits", "preemptions"], help="subset (repeatable)")
+    x.add_argument(
+        "--check",
+        action="append",
+        choices=["num_blocks", "usage", "prefix_hits", "preemptions"],
+        help="subset (repeatable)",
+    )
     x.set_defaults(func=_crosscheck)

@@ -10,9 +10,28 @@ from __future__ import annotations
 import argparse
 
 __all__ = [
-    "MAX_LAYERS", "MAX_HEADS", "MAX_HEAD_SIZE", "MAX_BLOCK_SIZE", "MAX_TP", "MAX_KV_BYTES", "MAX_BLOCKS",
-    "MAX_LENGTH", "MAX_WASTE_LENGTH", "MAX_SAMPLE", "MAX_RESERVES", "MAX_SEED", "MAX_REQUESTS", "MAX_SIM_BLOCKS",
-    "MAX_SIM_TOKENS", "MAX_STEPS", "MAX_WALL_S", "MIN_RATE", "MAX_RATE", "MIN_STEP_S", "MAX_STEP_S", "int_in",
+    "MAX_LAYERS",
+    "MAX_HEADS",
+    "MAX_HEAD_SIZE",
+    "MAX_BLOCK_SIZE",
+    "MAX_TP",
+    "MAX_KV_BYTES",
+    "MAX_BLOCKS",
+    "MAX_LENGTH",
+    "MAX_WASTE_LENGTH",
+    "MAX_SAMPLE",
+    "MAX_RESERVES",
+    "MAX_SEED",
+    "MAX_REQUESTS",
+    "MAX_SIM_BLOCKS",
+    "MAX_SIM_TOKENS",
+    "MAX_STEPS",
+    "MAX_WALL_S",
+    "MIN_RATE",
+    "MAX_RATE",
+    "MIN_STEP_S",
+    "MAX_STEP_S",
+    "int_in",
 ]
 
 # model shape (config.json) and the capacity planner: pure arithmetic, bounded so the figures stay meaningful

@@ -37,9 +37,17 @@ from harness.net import loopback_url
 from harness.readers import parse_json
 
 __all__ = [
-    "Verdict", "scrape", "cache_config", "check_num_blocks", "check_usage_single_stream",
-    "check_prefix_hits", "check_preemptions", "predict_prefix_hits", "crosscheck",
+    "Verdict",
+    "scrape",
+    "cache_config",
+    "check_num_blocks",
+    "check_usage_single_stream",
+    "check_prefix_hits",
+    "check_preemptions",
+    "predict_prefix_hits",
+    "crosscheck",
 ]
+
 
 @dataclass
 class Verdict:
@@ -93,8 +101,9 @@ def _opt_int(text: str | None) -> int | None:
     return None if text in (None, "", "None") else int(float(text))
 
 
-def check_num_blocks(client: httpx.Client, base_url: str, model_dir, *, dtype: str = "auto",
-                     kv_bytes: int | None = None) -> Verdict:
+def check_num_blocks(
+    client: httpx.Client, base_url: str, model_dir, *, dtype: str = "auto", kv_bytes: int | None = None
+) -> Verdict:
     cc = cache_config(scrape(client, base_url))
     if not cc:
         return Verdict("num_blocks", None, explanation="no vllm:cache_config_info (started with --disable-log-stats?)")
@@ -102,18 +111,33 @@ def check_num_blocks(client: httpx.Client, base_url: str, model_dir, *, dtype: s
     block_size = _opt_int(cc.get("block_size"))
     space = kv_bytes if kv_bytes is not None else _opt_int(cc.get("cpu_kvcache_space_bytes"))
     if space is None or block_size is None:
-        return Verdict("num_blocks", None, measured=measured,
-                       explanation="engine did not report cpu_kvcache_space_bytes/block_size; pass --kv-bytes")
+        return Verdict(
+            "num_blocks",
+            None,
+            measured=measured,
+            explanation="engine did not report cpu_kvcache_space_bytes/block_size; pass --kv-bytes",
+        )
     shape = cap_mod.load_shape(model_dir)
-    plan = cap_mod.plan(shape, space, block_size, dtype=dtype, kv_cache_dtype=cc.get("cache_dtype", "auto"),
-                        num_gpu_blocks_override=_opt_int(cc.get("num_gpu_blocks_override")))
+    plan = cap_mod.plan(
+        shape,
+        space,
+        block_size,
+        dtype=dtype,
+        kv_cache_dtype=cc.get("cache_dtype", "auto"),
+        num_gpu_blocks_override=_opt_int(cc.get("num_gpu_blocks_override")),
+    )
     agree = plan.num_blocks == measured
     override = _opt_int(cc.get("num_gpu_blocks_override"))
-    why = (f"{space} B // page {plan.page_size_bytes} B // {plan.num_layers} layers = {plan.num_blocks}"
-           if override is None else f"--num-gpu-blocks-override {override}")
+    why = (
+        f"{space} B // page {plan.page_size_bytes} B // {plan.num_layers} layers = {plan.num_blocks}"
+        if override is None
+        else f"--num-gpu-blocks-override {override}"
+    )
     if not agree:
-        why += (f"; engine says {measured}. Check --dtype (model dtype {plan.model_dtype}), KV dtype "
-                f"{cc.get('cache_dtype')}, and whether the engine's KV space differs from {space} B")
+        why += (
+            f"; engine says {measured}. Check --dtype (model dtype {plan.model_dtype}), KV dtype "
+            f"{cc.get('cache_dtype')}, and whether the engine's KV space differs from {space} B"
+        )
     return Verdict("num_blocks", agree, plan.num_blocks, measured, why, {"plan": plan.to_dict(), "cache_config": cc})
 
 
@@ -122,9 +146,13 @@ def _tokens(rng: random.Random, n: int) -> list[int]:
 
 
 def _complete(client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
-    return _fetch_json(client, "POST", f"{base_url}/v1/completions", json={
-        "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-        "ignore_eos": True}, timeout=300)
+    return _fetch_json(
+        client,
+        "POST",
+        f"{base_url}/v1/completions",
+        json={"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True},
+        timeout=300,
+    )
 
 
 def _served_name(client: httpx.Client, base_url: str, name: str | None) -> tuple[str, int | None]:
@@ -144,9 +172,17 @@ def _settled(client, base_url, name, target=None, timeout=5.0) -> float:
         time.sleep(0.2)
 
 
-def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_name: str | None = None,
-                              prompt_tokens: int = 100, max_tokens: int = 600, seed: int | None = None,
-                              poll_s: float = 0.01, attempts: int = 5) -> Verdict:
+def check_usage_single_stream(
+    client: httpx.Client,
+    base_url: str,
+    *,
+    served_name: str | None = None,
+    prompt_tokens: int = 100,
+    max_tokens: int = 600,
+    seed: int | None = None,
+    poll_s: float = 0.01,
+    attempts: int = 5,
+) -> Verdict:
     m0 = scrape(client, base_url)
     cc = cache_config(m0)
     n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
@@ -167,16 +203,24 @@ def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_nam
     rng = random.Random(seed if seed is not None else time.time_ns())
     tries: list[dict] = []
     for _ in range(max(1, attempts)):
-        samples, after = _usage_trace(client, base_url, model, _tokens(rng, prompt_tokens), max_tokens,
-                                      n_blocks - 1, poll_s)
+        samples, after = _usage_trace(
+            client, base_url, model, _tokens(rng, prompt_tokens), max_tokens, n_blocks - 1, poll_s
+        )
         seen = sorted({b for _, b in samples if b})
         top = seen[-1] if seen else 0
-        problems = [why for why, ok in (
-            (f"peak {top} != {peak}", top == peak),
-            ("a count outside the range", all(first <= b <= peak for b in seen)),
-            ("usage went down mid-stream",
-             all(b1 <= b2 for (_, b1), (_, b2) in zip(samples, samples[1:]) if b1 and b2)),
-            (f"{after} blocks still used after finish", after == 0)) if not ok]
+        problems = [
+            why
+            for why, ok in (
+                (f"peak {top} != {peak}", top == peak),
+                ("a count outside the range", all(first <= b <= peak for b in seen)),
+                (
+                    "usage went down mid-stream",
+                    all(b1 <= b2 for (_, b1), (_, b2) in zip(samples, samples[1:]) if b1 and b2),
+                ),
+                (f"{after} blocks still used after finish", after == 0),
+            )
+            if not ok
+        ]
         tries.append({"seen": seen, "peak": top, "after": after, "samples": len(samples), "problems": problems})
         # Only a peak that fell between two scrapes (a slow poller on a busy machine) is worth another try:
         # any other problem is something the engine did, and repeating would only hide it.
@@ -184,21 +228,31 @@ def check_usage_single_stream(client: httpx.Client, base_url: str, *, served_nam
             break
     last = tries[-1]
     agree = not last["problems"]
-    why = (f"prompt {prompt_tokens} + {max_tokens} generated, block {bs}: the request holds {first}..{peak} blocks "
-           f"(usage = used/(num_gpu_blocks-1) = used/{n_blocks - 1}); observed block counts {last['seen']}, "
-           f"{last['after']} after finish")
+    why = (
+        f"prompt {prompt_tokens} + {max_tokens} generated, block {bs}: the request holds {first}..{peak} blocks "
+        f"(usage = used/(num_gpu_blocks-1) = used/{n_blocks - 1}); observed block counts {last['seen']}, "
+        f"{last['after']} after finish"
+    )
     if len(tries) > 1:
-        why += f" (attempt {len(tries)}; earlier attempts saw peaks {[t['peak'] for t in tries[:-1]]} in " \
-               f"{[t['samples'] for t in tries[:-1]]} samples)"
+        why += (
+            f" (attempt {len(tries)}; earlier attempts saw peaks {[t['peak'] for t in tries[:-1]]} in "
+            f"{[t['samples'] for t in tries[:-1]]} samples)"
+        )
     if not agree:
         why += "; DISAGREE: " + ", ".join(last["problems"])
-    return Verdict("usage", agree, {"first": first, "peak": peak},
-                   {"seen": last["seen"], "peak": last["peak"], "after": last["after"]}, why,
-                   {"samples": last["samples"], "num_gpu_blocks": n_blocks, "attempts": len(tries)})
+    return Verdict(
+        "usage",
+        agree,
+        {"first": first, "peak": peak},
+        {"seen": last["seen"], "peak": last["peak"], "after": last["after"]},
+        why,
+        {"samples": last["samples"], "num_gpu_blocks": n_blocks, "attempts": len(tries)},
+    )
 
 
-def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int,
-                 denom: int, poll_s: float) -> tuple[list[tuple[int, int]], int]:
+def _usage_trace(
+    client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int, denom: int, poll_s: float
+) -> tuple[list[tuple[int, int]], int]:
     """Stream one completion while a second connection polls the usage gauge.
 
     Returns the samples as (chunks received so far, used blocks) and the used blocks after it finished."""
@@ -216,9 +270,19 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
     t = threading.Thread(target=poll, daemon=True)
     t.start()
     try:
-        with client.stream("POST", f"{base_url}/v1/completions", json={
-                "model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                "ignore_eos": True, "stream": True}, timeout=300) as r:
+        with client.stream(
+            "POST",
+            f"{base_url}/v1/completions",
+            json={
+                "model": model,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+                "stream": True,
+            },
+            timeout=300,
+        ) as r:
             r.raise_for_status()
             end = time.monotonic() + 300
             framer = SSEParser()
@@ -234,8 +298,13 @@ def _usage_trace(client: httpx.Client, base_url: str, model: str, prompt: list[i
     return samples, after
 
 
-def predict_prefix_hits(prompts: Sequence[Sequence[int]], max_tokens: int, block_size: int,
-                        num_blocks: int = 1 << 16, max_model_len: int = 1 << 20) -> list[int]:
+def predict_prefix_hits(
+    prompts: Sequence[Sequence[int]],
+    max_tokens: int,
+    block_size: int,
+    num_blocks: int = 1 << 16,
+    max_model_len: int = 1 << 20,
+) -> list[int]:
     """Cached tokens found for each prompt when they run one after another to completion."""
     kv = KVCacheManager(num_blocks, block_size, max_model_len)
     out = []
@@ -255,9 +324,17 @@ def predict_prefix_hits(prompts: Sequence[Sequence[int]], max_tokens: int, block
     return out
 
 
-def check_prefix_hits(client: httpx.Client, base_url: str, *, served_name: str | None = None,
-                      shared_tokens: int = 300, suffix_tokens: int = 20, requests: int = 4,
-                      max_tokens: int = 4, seed: int | None = None) -> Verdict:
+def check_prefix_hits(
+    client: httpx.Client,
+    base_url: str,
+    *,
+    served_name: str | None = None,
+    shared_tokens: int = 300,
+    suffix_tokens: int = 20,
+    requests: int = 4,
+    max_tokens: int = 4,
+    seed: int | None = None,
+) -> Verdict:
     m0 = scrape(client, base_url)
     cc = cache_config(m0)
     bs = _opt_int(cc.get("block_size"))
@@ -276,30 +353,52 @@ def check_prefix_hits(client: httpx.Client, base_url: str, *, served_name: str |
     h1 = _settled(client, base_url, "vllm:prefix_cache_hits_total", h0 + sum(predicted))
     hits, queries = int(h1 - h0), int(q1 - q0)
     agree = hits == sum(predicted)
-    why = (f"{requests} sequential requests of {shared_tokens} shared + {suffix_tokens} unique tokens, block {bs}: "
-           f"{shared_tokens // bs} full shared blocks -> predicted hits per request {predicted}; "
-           f"measured hits {hits}, queries {queries} (predicted {sum(map(len, prompts))})")
+    why = (
+        f"{requests} sequential requests of {shared_tokens} shared + {suffix_tokens} unique tokens, block {bs}: "
+        f"{shared_tokens // bs} full shared blocks -> predicted hits per request {predicted}; "
+        f"measured hits {hits}, queries {queries} (predicted {sum(map(len, prompts))})"
+    )
     if not agree:
-        why += ("; DISAGREE: a request may have been looked up more than once (waiting on blocks) or the "
-                "shared prefix was already cached by an earlier run")
-    return Verdict("prefix_hits", agree, sum(predicted), hits, why,
-                   {"per_request": predicted, "queries": queries})
+        why += (
+            "; DISAGREE: a request may have been looked up more than once (waiting on blocks) or the "
+            "shared prefix was already cached by an earlier run"
+        )
+    return Verdict("prefix_hits", agree, sum(predicted), hits, why, {"per_request": predicted, "queries": queries})
 
 
-def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str | None = None,
-                      requests: int = 8, prompt_tokens: int = 100, max_tokens: int = 200,
-                      max_num_seqs: int = 128, max_num_batched_tokens: int = 2048,
-                      seed: int | None = None) -> Verdict:
+def check_preemptions(
+    client: httpx.Client,
+    base_url: str,
+    *,
+    served_name: str | None = None,
+    requests: int = 8,
+    prompt_tokens: int = 100,
+    max_tokens: int = 200,
+    max_num_seqs: int = 128,
+    max_num_batched_tokens: int = 2048,
+    seed: int | None = None,
+) -> Verdict:
     m0 = scrape(client, base_url)
     cc = cache_config(m0)
     n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
     if not cc.get("num_gpu_blocks_override") or cc.get("num_gpu_blocks_override") == "None":
         return Verdict("preemptions", None, explanation="start the engine with a small --num-gpu-blocks-override")
     model, mml = _served_name(client, base_url, served_name)
-    sc = SimScenario("live-preempt", requests, None, Lengths("fixed", prompt_tokens), Lengths("fixed", max_tokens),
-                     engine=EngineSettings(num_blocks=n_blocks, block_size=bs, max_model_len=mml or 1024,
-                                           max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                           enable_prefix_caching=cc.get("enable_prefix_caching") == "True"))
+    sc = SimScenario(
+        "live-preempt",
+        requests,
+        None,
+        Lengths("fixed", prompt_tokens),
+        Lengths("fixed", max_tokens),
+        engine=EngineSettings(
+            num_blocks=n_blocks,
+            block_size=bs,
+            max_model_len=mml or 1024,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enable_prefix_caching=cc.get("enable_prefix_caching") == "True",
+        ),
+    )
     sim = simulate(sc)
     rng = random.Random(seed if seed is not None else time.time_ns())
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
@@ -322,19 +421,37 @@ def check_preemptions(client: httpx.Client, base_url: str, *, served_name: str |
     p1 = _settled(client, base_url, "vllm:num_preemptions_total", p0 + sim.preemptions)
     measured = int(p1 - p0)
     agree = measured == sim.preemptions
-    why = (f"{requests} concurrent requests x ({prompt_tokens} prompt + {max_tokens} output) on "
-           f"{n_blocks - 1} usable blocks of {bs}: simulator predicts {sim.preemptions} preemptions "
-           f"(all arriving in one step), engine counted {measured}")
+    why = (
+        f"{requests} concurrent requests x ({prompt_tokens} prompt + {max_tokens} output) on "
+        f"{n_blocks - 1} usable blocks of {bs}: simulator predicts {sim.preemptions} preemptions "
+        f"(all arriving in one step), engine counted {measured}"
+    )
     if not agree:
-        why += ("; DISAGREE: the simulator admits all requests in the same step, while HTTP requests reach the "
-                "engine spread over several steps, which changes who is running when the cache fills"
-                if measured and sim.preemptions else "; DISAGREE")
-    return Verdict("preemptions", agree, sim.preemptions, measured, why,
-                   {"simulated": sim.summary(), "both_preempt": bool(measured) == bool(sim.preemptions)})
+        why += (
+            "; DISAGREE: the simulator admits all requests in the same step, while HTTP requests reach the "
+            "engine spread over several steps, which changes who is running when the cache fills"
+            if measured and sim.preemptions
+            else "; DISAGREE"
+        )
+    return Verdict(
+        "preemptions",
+        agree,
+        sim.preemptions,
+        measured,
+        why,
+        {"simulated": sim.summary(), "both_preempt": bool(measured) == bool(sim.preemptions)},
+    )
 
 
-def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtype: str = "auto",
-               kv_bytes: str | int | None = None, checks: Sequence[str] | None = None) -> list[Verdict]:
+def crosscheck(
+    base_url: str,
+    model_dir,
+    *,
+    served_name: str | None = None,
+    dtype: str = "auto",
+    kv_bytes: str | int | None = None,
+    checks: Sequence[str] | None = None,
+) -> list[Verdict]:
     base_url = loopback_url(base_url, what="--url")  # the one loopback rule, on the parsed address, before any socket
     kvb = cap_mod.parse_bytes(kv_bytes) if isinstance(kv_bytes, str) else kv_bytes
     cap_mod.load_shape(model_dir)  # a bad --model is the user's error (exit 2), found before any request
@@ -356,6 +473,12 @@ def crosscheck(base_url: str, model_dir, *, served_name: str | None = None, dtyp
             except (HarnessError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
                 # what the server sent did not make sense (garbage /metrics, a block size of 0, a non-list
                 # /v1/models): a check that could not be run, not a crash
-                out.append(Verdict(name, None, explanation=f"could not run: the server's answer is unusable: "
-                                                           f"{type(exc).__name__}: {str(exc)[:200]}"))
+                out.append(
+                    Verdict(
+                        name,
+                        None,
+                        explanation=f"could not run: the server's answer is unusable: "
+                        f"{type(exc).__name__}: {str(exc)[:200]}",
+                    )
+                )
     return out

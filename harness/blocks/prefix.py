@@ -27,8 +27,16 @@ from typing import Any
 from harness.blocks.pool import InvariantViolation, PoolExhausted
 
 __all__ = [
-    "sha256_pickle", "none_hash", "hash_block_tokens", "extend_block_hashes", "PrefixBlockPool",
-    "KVCacheManager", "PrefixStats", "CacheRequest", "pool_violations", "check_pool",
+    "sha256_pickle",
+    "none_hash",
+    "hash_block_tokens",
+    "extend_block_hashes",
+    "PrefixBlockPool",
+    "KVCacheManager",
+    "PrefixStats",
+    "CacheRequest",
+    "pool_violations",
+    "check_pool",
 ]
 
 Hasher = Callable[[Any], bytes]
@@ -43,8 +51,9 @@ def none_hash(seed: str, hasher: Hasher = sha256_pickle) -> bytes:
     return hasher(seed)
 
 
-def hash_block_tokens(parent: bytes, tokens: Sequence[int], extra_keys: tuple | None,
-                      hasher: Hasher = sha256_pickle) -> bytes:
+def hash_block_tokens(
+    parent: bytes, tokens: Sequence[int], extra_keys: tuple | None, hasher: Hasher = sha256_pickle
+) -> bytes:
     return hasher((parent, tuple(tokens), extra_keys))
 
 
@@ -64,7 +73,7 @@ def extend_block_hashes(
     lora = [lora_id] if lora_id is not None else []
     while start + block_size <= len(tokens):
         extra = lora + ([cache_salt] if start == 0 and cache_salt else [])
-        parent = hasher((parent, tuple(tokens[start:start + block_size]), tuple(extra) if extra else None))
+        parent = hasher((parent, tuple(tokens[start : start + block_size]), tuple(extra) if extra else None))
         hashes.append(parent)
         start += block_size
     return hashes
@@ -159,8 +168,9 @@ class PrefixBlockPool:
         if self.debug:
             check_pool(self)
 
-    def cache_full_blocks(self, blocks: Sequence[int], hashes: Sequence[bytes], num_cached: int,
-                          num_full: int, group_id: int = 0) -> None:
+    def cache_full_blocks(
+        self, blocks: Sequence[int], hashes: Sequence[bytes], num_cached: int, num_full: int, group_id: int = 0
+    ) -> None:
         cached, key = self.cached, self.key
         for i in range(num_cached, num_full):
             b = blocks[i]
@@ -262,8 +272,17 @@ class PrefixStats:
 class KVCacheManager:
     """``KVCacheManager`` + ``FullAttentionManager`` for one KV cache group."""
 
-    def __init__(self, num_blocks: int, block_size: int, max_model_len: int, *, enable_caching: bool = True,
-                 hash_seed: str = "0", hasher: Hasher = sha256_pickle, debug: bool = False) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        max_model_len: int,
+        *,
+        enable_caching: bool = True,
+        hash_seed: str = "0",
+        hasher: Hasher = sha256_pickle,
+        debug: bool = False,
+    ) -> None:
         self.pool = PrefixBlockPool(num_blocks, enable_caching, debug=debug)
         self.block_size = block_size
         self.max_model_len = max_model_len
@@ -278,8 +297,15 @@ class KVCacheManager:
     def update_hashes(self, req: CacheRequest) -> None:
         """Hash newly full blocks (vLLM does this at creation and whenever output tokens are appended)."""
         if self.enable_caching:
-            extend_block_hashes(req.block_hashes, req.all_token_ids, self.block_size, self.root,
-                                lora_id=req.lora_id, cache_salt=req.cache_salt, hasher=self.hasher)
+            extend_block_hashes(
+                req.block_hashes,
+                req.all_token_ids,
+                self.block_size,
+                self.root,
+                lora_id=req.lora_id,
+                cache_salt=req.cache_salt,
+                hasher=self.hasher,
+            )
 
     def get_computed_blocks(self, req: CacheRequest) -> tuple[list[int], int]:
         if not self.enable_caching:
@@ -298,8 +324,13 @@ class KVCacheManager:
         self.stats.hits += n
         return hits, n
 
-    def allocate_slots(self, req: CacheRequest, num_new_tokens: int, num_new_computed_tokens: int = 0,
-                       new_computed_blocks: Sequence[int] = ()) -> list[int] | None:
+    def allocate_slots(
+        self,
+        req: CacheRequest,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[int] = (),
+    ) -> list[int] | None:
         """Give ``req`` slots for ``num_new_tokens`` more tokens; None (and no change) if they don't fit."""
         if num_new_tokens <= 0:
             raise ValueError("num_new_tokens must be > 0")

@@ -45,8 +45,19 @@ from harness.blocks import limits as L
 from harness.errors import ManifestError
 from harness.yamlfile import read_yaml_mapping, validate_as
 
-__all__ = ["Lengths", "EngineSettings", "SimScenario", "SimRequestSpec", "load", "load_any", "parse", "expand",
-           "is_load_scenario", "from_load_scenario", "DEFAULT_ENGINE"]
+__all__ = [
+    "Lengths",
+    "EngineSettings",
+    "SimScenario",
+    "SimRequestSpec",
+    "load",
+    "load_any",
+    "parse",
+    "expand",
+    "is_load_scenario",
+    "from_load_scenario",
+    "DEFAULT_ENGINE",
+]
 
 
 @dataclass(frozen=True)
@@ -121,11 +132,12 @@ class _LengthsDoc(_Closed):
     max: _Length | None = None
 
     @model_validator(mode="after")
-    def _shape(self) -> "_LengthsDoc":
+    def _shape(self) -> _LengthsDoc:
         if self.kind == "fixed" and (self.value is None or self.min is not None or self.max is not None):
             raise ValueError("need {kind: fixed, value: N>0}")
-        if self.kind == "uniform" and (self.min is None or self.max is None or self.value is not None
-                                       or self.min > self.max):
+        if self.kind == "uniform" and (
+            self.min is None or self.max is None or self.value is not None or self.min > self.max
+        ):
             raise ValueError("need {kind: uniform, min: A, max: B}, 0<A<=B")
         return self
 
@@ -184,15 +196,17 @@ class _ScenarioDoc(_Open):
     engine: _EngineDoc | None = None
 
     @model_validator(mode="after")
-    def _sized(self) -> "_ScenarioDoc":
+    def _sized(self) -> _ScenarioDoc:
         n = self.count
         if n is None:
             raise ValueError("requests: a positive integer (or bounds.max_requests) is required")
         # expand() holds every prompt's token ids before the clock starts; outputs grow them during the run
         total = n * (self.prompt_tokens.longest + self.output_tokens.longest)
         if total > L.MAX_SIM_TOKENS:
-            raise ValueError(f"requests x (longest prompt + longest output) = {total} tokens, over the simulator's "
-                             f"limit of {L.MAX_SIM_TOKENS}")
+            raise ValueError(
+                f"requests x (longest prompt + longest output) = {total} tokens, over the simulator's "
+                f"limit of {L.MAX_SIM_TOKENS}"
+            )
         return self
 
     @property
@@ -206,9 +220,14 @@ def parse(doc: object, path: str = "<scenario>") -> SimScenario:
     d = validate_as(_ScenarioDoc, doc, path)
     sp = d.shared_prefix or _SharedPrefixDoc()
     return SimScenario(
-        name=d.name or Path(path).stem, requests=d.count, rate=d.arrival.rate if d.arrival else None,  # type: ignore[arg-type]
-        prompt_tokens=d.prompt_tokens.lengths(), output_tokens=d.output_tokens.lengths(),
-        shared_share=float(sp.share), shared_tokens=sp.tokens, seed=d.seed,
+        name=d.name or Path(path).stem,
+        requests=d.count,
+        rate=d.arrival.rate if d.arrival else None,  # type: ignore[arg-type]
+        prompt_tokens=d.prompt_tokens.lengths(),
+        output_tokens=d.output_tokens.lengths(),
+        shared_share=float(sp.share),
+        shared_tokens=sp.tokens,
+        seed=d.seed,
         engine=d.engine.settings() if d.engine else EngineSettings(),
     )
 
@@ -253,12 +272,17 @@ def _longest_units(lengths, listed) -> int:
 def _check_size(sc) -> None:
     """Refuse before planning: plan() builds every prompt text at once, and a unit is at least one token."""
     n = sc.bounds.max_requests
-    units = n * (_longest_units(sc.prompt_tokens, sc.prompt_lengths_list)
-                 + _longest_units(sc.output_tokens, sc.output_lengths_list))
+    units = n * (
+        _longest_units(sc.prompt_tokens, sc.prompt_lengths_list)
+        + _longest_units(sc.output_tokens, sc.output_lengths_list)
+    )
     if units > L.MAX_SIM_TOKENS:
-        raise ManifestError(sc.source or "<scenario>", "bounds.max_requests",
-                            f"{n} requests x (longest prompt + longest output) = at least {units} tokens, over the "
-                            f"simulator's limit of {L.MAX_SIM_TOKENS}")
+        raise ManifestError(
+            sc.source or "<scenario>",
+            "bounds.max_requests",
+            f"{n} requests x (longest prompt + longest output) = at least {units} tokens, over the "
+            f"simulator's limit of {L.MAX_SIM_TOKENS}",
+        )
 
 
 def from_load_scenario(path: str | Path, doc: dict | None = None) -> tuple[SimScenario, list[SimRequestSpec]]:
@@ -270,15 +294,27 @@ def from_load_scenario(path: str | Path, doc: dict | None = None) -> tuple[SimSc
     planned = plan(sc)
     total = sum(len(p.prompt) + p.max_tokens for p in planned)  # prompt text is ASCII: one byte-level token a char
     if total > L.MAX_SIM_TOKENS:  # word prompts are several tokens a word
-        raise ManifestError(path, "prompt_tokens", f"the planned requests hold {total} tokens, over the simulator's "
-                                                   f"limit of {L.MAX_SIM_TOKENS}")
-    specs = [SimRequestSpec(f"req-{p.index}", p.offset_s or 0.0, _prompt_ids(p.prompt, sc.endpoint), p.max_tokens)
-             for p in planned]
+        raise ManifestError(
+            path,
+            "prompt_tokens",
+            f"the planned requests hold {total} tokens, over the simulator's limit of {L.MAX_SIM_TOKENS}",
+        )
+    specs = [
+        SimRequestSpec(f"req-{p.index}", p.offset_s or 0.0, _prompt_ids(p.prompt, sc.endpoint), p.max_tokens)
+        for p in planned
+    ]
     engine = DEFAULT_ENGINE
     if sc.arrival.kind == "concurrency":
         engine = EngineSettings(**{**engine.__dict__, "max_num_seqs": min(engine.max_num_seqs, sc.arrival.concurrency)})
-    sim = SimScenario(name=sc.name, requests=len(specs), rate=None, prompt_tokens=Lengths(), output_tokens=Lengths(),
-                      seed=sc.seed, engine=engine)
+    sim = SimScenario(
+        name=sc.name,
+        requests=len(specs),
+        rate=None,
+        prompt_tokens=Lengths(),
+        output_tokens=Lengths(),
+        seed=sc.seed,
+        engine=engine,
+    )
     return sim, specs
 
 

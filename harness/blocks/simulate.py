@@ -80,16 +80,24 @@ class SimResult:
             "mean_kv_cache_usage": sum(usages) / len(usages) if usages else 0.0,
         }
         if timeline:
-            out["timeline"] = [s.__dict__ if hasattr(s, "__dict__") else
-                               {k: getattr(s, k) for k in StepRecord.__slots__} for s in self.timeline]
+            out["timeline"] = [
+                s.__dict__ if hasattr(s, "__dict__") else {k: getattr(s, k) for k in StepRecord.__slots__}
+                for s in self.timeline
+            ]
         return out
 
 
 class Simulator:
     def __init__(self, engine: EngineSettings, *, debug: bool = False, hash_seed: str = "0") -> None:
         self.cfg = engine
-        self.kv = KVCacheManager(engine.num_blocks, engine.block_size, engine.max_model_len,
-                                 enable_caching=engine.enable_prefix_caching, hash_seed=hash_seed, debug=debug)
+        self.kv = KVCacheManager(
+            engine.num_blocks,
+            engine.block_size,
+            engine.max_model_len,
+            enable_caching=engine.enable_prefix_caching,
+            hash_seed=hash_seed,
+            debug=debug,
+        )
         self.debug = debug
         self.running: list[CacheRequest] = []
         self.waiting: deque[CacheRequest] = deque()
@@ -126,7 +134,8 @@ class Simulator:
                 self.waiting.appendleft(victim)
                 preempted += 1
                 result.preemptions_by_request[victim.request_id] = (
-                    result.preemptions_by_request.get(victim.request_id, 0) + 1)
+                    result.preemptions_by_request.get(victim.request_id, 0) + 1
+                )
                 if victim is r:
                     break
             else:
@@ -172,8 +181,18 @@ class Simulator:
         result.preemptions += preempted
         used = cfg.num_blocks - 1 - kv.pool.num_free
         result.peak_used_blocks = max(result.peak_used_blocks, used)
-        result.timeline.append(StepRecord(self.step_no, round(self.t, 9), len(running), len(self.waiting), used,
-                                          kv.usage(), sum(n for _, n in scheduled), preempted))
+        result.timeline.append(
+            StepRecord(
+                self.step_no,
+                round(self.t, 9),
+                len(running),
+                len(self.waiting),
+                used,
+                kv.usage(),
+                sum(n for _, n in scheduled),
+                preempted,
+            )
+        )
         self.step_no += 1
         self.t += cfg.step_time_s
 
@@ -188,8 +207,15 @@ class SimulationLimit(UsageError):
     """The run would not end, or not in reasonable time: one line saying which bound it hit."""
 
 
-def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bool = False,
-        max_steps: int | None = None, max_wall_s: float | None = None, **engine_overrides) -> SimResult:
+def run(
+    sc: SimScenario,
+    *,
+    specs: list[SimRequestSpec] | None = None,
+    debug: bool = False,
+    max_steps: int | None = None,
+    max_wall_s: float | None = None,
+    **engine_overrides,
+) -> SimResult:
     """Replay sc's requests (or the given specs, e.g. from a load-test scenario) until every one has finished.
 
     Bounded: more than ``max_steps`` engine steps or ``max_wall_s`` real seconds (default: harness.blocks.limits)
@@ -213,7 +239,8 @@ def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bo
                 raise SimulationLimit(
                     f"request {spec.request_id} ({len(spec.prompt)} prompt + {spec.max_tokens} output tokens) needs "
                     f"{_blocks_to_finish(spec, engine)} blocks of {engine.block_size} to finish; the cache has "
-                    f"{engine.num_blocks - 1} usable, so it would preempt itself forever: raise num_blocks")
+                    f"{engine.num_blocks - 1} usable, so it would preempt itself forever: raise num_blocks"
+                )
             sim.add(spec)
         if not sim.running and not sim.waiting:
             if pending:
@@ -225,15 +252,21 @@ def run(sc: SimScenario, *, specs: list[SimRequestSpec] | None = None, debug: bo
         sim.step(result)
         rec = result.timeline[before]
         if not sim.running and sim.waiting and not rec.scheduled_tokens and not rec.preempted:  # nothing can change
-            raise SimulationLimit(f"request {sim.waiting[0].request_id} can never be admitted: its first chunk needs "
-                                  f"more than the {engine.num_blocks - 1} usable blocks; raise num_blocks")
+            raise SimulationLimit(
+                f"request {sim.waiting[0].request_id} can never be admitted: its first chunk needs "
+                f"more than the {engine.num_blocks - 1} usable blocks; raise num_blocks"
+            )
         if sim.step_no >= max_steps:
-            raise SimulationLimit(f"simulation stopped after {max_steps} engine steps ({result.finished} of "
-                                  f"{result.finished + len(sim.running) + len(sim.waiting) + len(pending)} requests "
-                                  "finished): fewer requests or shorter outputs, or more blocks / max_num_seqs")
+            raise SimulationLimit(
+                f"simulation stopped after {max_steps} engine steps ({result.finished} of "
+                f"{result.finished + len(sim.running) + len(sim.waiting) + len(pending)} requests "
+                "finished): fewer requests or shorter outputs, or more blocks / max_num_seqs"
+            )
         if sim.step_no % 1024 == 0 and time.monotonic() > deadline:
-            raise SimulationLimit(f"simulation stopped after {max_wall_s:g} s of real time at step {sim.step_no} "
-                                  f"({result.finished} requests finished): the scenario is too large to simulate")
+            raise SimulationLimit(
+                f"simulation stopped after {max_wall_s:g} s of real time at step {sim.step_no} "
+                f"({result.finished} requests finished): the scenario is too large to simulate"
+            )
     result.steps = sim.step_no
     result.prefix_queries = sim.kv.stats.queries
     result.prefix_hits = sim.kv.stats.hits

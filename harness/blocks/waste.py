@@ -130,8 +130,10 @@ def render(rep: WasteReport) -> str:
     sample = f"n={rep.sample_size}, seed={rep.sample_seed}" if rep.sample_size else "exhaustive"
 
     def row(label, u):
-        return (f"  {label:<40} {u.ratio_of_expectations:>10.4%}        {u.sample_aggregate:>10.4%}"
-                f"         {u.mean_of_ratios:>10.4%}")
+        return (
+            f"  {label:<40} {u.ratio_of_expectations:>10.4%}        {u.sample_aggregate:>10.4%}"
+            f"         {u.mean_of_ratios:>10.4%}"
+        )
 
     lines.append(row("paged", rep.paged))
     for r, u in rep.reserves.items():

@@ -12,8 +12,8 @@ Every client ignores proxy settings from the environment (loopback traffic never
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import httpx
 
@@ -46,7 +46,7 @@ class Timeouts:
                              pool=self.pool if self.pool is not None else self.read)  # fmt: skip
 
     @classmethod
-    def total(cls, seconds: float) -> "Timeouts":
+    def total(cls, seconds: float) -> Timeouts:
         return cls(connect=min(5.0, seconds), read=seconds)
 
 
@@ -125,7 +125,13 @@ def failure_kind(exc: BaseException) -> str:
     return "other"
 
 
-_ERRORS = {"unsent": WireConnectError, "connect": WireConnectError, "timeout": WireTimeout, "protocol": WireProtocolError, "other": WireError}
+_ERRORS = {
+    "unsent": WireConnectError,
+    "connect": WireConnectError,
+    "timeout": WireTimeout,
+    "protocol": WireProtocolError,
+    "other": WireError,
+}
 
 
 @contextlib.contextmanager

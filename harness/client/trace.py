@@ -19,8 +19,9 @@ import asyncio
 import base64
 import json as jsonlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -81,7 +82,7 @@ class Trace:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Trace":
+    def from_dict(cls, d: dict) -> Trace:
         d = dict(d)
         d["body"] = base64.b64decode(d.get("body", ""))
         d["events"] = [TraceEvent(**{**e, "raw": base64.b64decode(e.get("raw", ""))}) for e in d.get("events", [])]
@@ -134,7 +135,7 @@ async def record(
     else:
         try:
             await asyncio.wait_for(exchange, timeout=max_duration_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # The exchange was cancelled inside; what arrived so far stays in the trace.
             trace.error = f"BoundExceeded: the exchange did not end within {max_duration_s:g}s"
             trace.ended = "timeout"

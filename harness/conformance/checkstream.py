@@ -32,4 +32,6 @@ def check_file(path: str | Path, exp: Expectations, kind: str | None = None) -> 
     view = load_recorded(path)
     if view is None:
         return [], "not a stream: a single JSON response (nothing to check)"
-    return check_view(view, exp, kind), f"{len(view.chunks)} chunks, {'framed SSE' if view.framed else 'JSON chunk list'}"
+    return check_view(
+        view, exp, kind
+    ), f"{len(view.chunks)} chunks, {'framed SSE' if view.framed else 'JSON chunk list'}"

@@ -16,20 +16,38 @@ __all__ = ["register"]
 
 
 def register(sub) -> None:
-    p = sub.add_parser("conform", help="run the conformance suite against an engine (launch a manifest or attach to --url)")
+    p = sub.add_parser(
+        "conform", help="run the conformance suite against an engine (launch a manifest or attach to --url)"
+    )
     p.add_argument("manifest", nargs="?", help="engine manifest to launch (omit with --url)")
     p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
-    p.add_argument("--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest")
-    p.add_argument("--api-key-env", default=None, metavar="NAME",
-                   help=f"name of the environment variable holding the API key when attaching (default {DEFAULT_API_KEY_ENV},"
-                   " used when set); a key is never taken on the command line, and a NAME that is not set is refused")
+    p.add_argument(
+        "--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest"
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help=f"name of the environment variable holding the API key when attaching (default {DEFAULT_API_KEY_ENV},"
+        " used when set); a key is never taken on the command line, and a NAME that is not set is refused",
+    )
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument("--out", help="directory for conformance.json and junit.xml")
     p.add_argument("--force", action="store_true", help="replace conformance.json / junit.xml already in --out")
-    p.add_argument("--max-seconds", type=float, default=None, metavar="S",
-                   help="wall-time bound for the whole suite (default 600); cases left when it is reached are errors")
-    p.add_argument("--stream-seconds", type=float, default=None, metavar="S",
-                   help="wall-time bound for each request and its stream (default 45)")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-time bound for the whole suite (default 600); cases left when it is reached are errors",
+    )
+    p.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-time bound for each request and its stream (default 45)",
+    )
     p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
     p.add_argument("--list", action="store_true", help="list case ids and requirements, run nothing")
     p.add_argument("--extra-arg", action="append", default=[], help="extra engine argument when launching (repeatable)")
@@ -42,13 +60,17 @@ def register(sub) -> None:
     c.add_argument("--json", action="store_true", help="print results as JSON")
     c.set_defaults(func=cmd_check_stream)
 
-    u = sub.add_parser("update-expectations",
-                       help="propose an expectation file from a conformance.json: fails become quirks to review")
+    u = sub.add_parser(
+        "update-expectations", help="propose an expectation file from a conformance.json: fails become quirks to review"
+    )
     u.add_argument("results", help="conformance.json written by `harness conform --out`")
     u.add_argument("--expect", required=True, help="the expectation name or YAML path the run used")
-    u.add_argument("--out", required=True,
-                   help="where to write the proposed YAML: never over the results; over an existing file (the expectation"
-                   " file included) only with --force")
+    u.add_argument(
+        "--out",
+        required=True,
+        help="where to write the proposed YAML: never over the results; over an existing file (the expectation"
+        " file included) only with --force",
+    )
     u.add_argument("--force", action="store_true", help="replace an existing --out (never the results file)")
     u.set_defaults(func=cmd_update_expectations)
 
@@ -99,15 +121,22 @@ def cmd_conform(args: argparse.Namespace) -> int:
     from harness.manifest import load_manifest
 
     if args.api_key_env is not None:
-        raise UsageError("--api-key-env is for --url; a launched engine takes its key from the manifest (server.api_key_env)")
+        raise UsageError(
+            "--api-key-env is for --url; a launched engine takes its key from the manifest (server.api_key_env)"
+        )
     m = load_manifest(args.manifest)
     exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
     run_dir = output_dir(args.out, OUTPUT_NAMES, force=args.force) if args.out else None
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
         ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng, **bounds)
-        info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version, "url": eng.base_url,
-                "identity": getattr(eng, "identity", {})}
+        info = {
+            "name": m.name,
+            "kind": m.engine.kind,
+            "version": m.engine.version,
+            "url": eng.base_url,
+            "identity": getattr(eng, "identity", {}),
+        }
         report = run_suite_sync(ctx, patterns=args.cases, engine_info=info, **suite)
         if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
             doc = report.to_dict()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -23,7 +24,7 @@ __all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S"]
 MAX_STREAM_BYTES = 4 << 20  # a conformance response is a few KB; 4 MiB is generous and keeps traces small
 MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe is memoised, not re-sent
 
-PROBES: dict[str, Callable[["Ctx"], Awaitable[Trace]]] = {}
+PROBES: dict[str, Callable[[Ctx], Awaitable[Trace]]] = {}
 
 
 def probe(name: str):
@@ -127,7 +128,9 @@ class Ctx:
             return Scrape(ok=False, error=t.error or "no response", t_ns=time.monotonic_ns())
         text = t.body.decode("utf-8", errors="replace")
         if t.status != 200:
-            return Scrape(ok=False, error=f"HTTP {t.status}", text=text[:500], status=t.status, t_ns=time.monotonic_ns())
+            return Scrape(
+                ok=False, error=f"HTTP {t.status}", text=text[:500], status=t.status, t_ns=time.monotonic_ns()
+            )
         s = parse_metrics(text)
         s.status = t.status
         return s

@@ -1,18 +1,18 @@
 """Per engine-version expectations: data, not code (`manifests/expectations/<name>.yaml`).
 
-    name: vllm-0.11
-    engine: {kind: vllm, version: "0.11"}      # informational; matched by name, never branched on in code
-    cases:                                      # a missing entry means: the OpenAI reference behaviour is expected
-      chat.stream.role-once:
-        quirk: role-on-every-chunk               # one tag or a list of tags (the Check.behaviour values)
-        reason: "TGI repeats role on every delta"
-        conditional: true                        # optional: the quirk shows only for some requests, so its
-                                                 # absence is not reported as an unexpected pass
-      auth.health-unguarded:
-        skip: "..."                              # force a skip, with the reason
-    metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
-    cancellation: {...}                         # which series prove that work stopped
-    probes: {...}                               # engine-specific request extras the suite may send (data only)
+name: vllm-0.11
+engine: {kind: vllm, version: "0.11"}      # informational; matched by name, never branched on in code
+cases:                                      # a missing entry means: the OpenAI reference behaviour is expected
+  chat.stream.role-once:
+    quirk: role-on-every-chunk               # one tag or a list of tags (the Check.behaviour values)
+    reason: "TGI repeats role on every delta"
+    conditional: true                        # optional: the quirk shows only for some requests, so its
+                                             # absence is not reported as an unexpected pass
+  auth.health-unguarded:
+    skip: "..."                              # force a skip, with the reason
+metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
+cancellation: {...}                         # which series prove that work stopped
+probes: {...}                               # engine-specific request extras the suite may send (data only)
 """
 
 from __future__ import annotations
@@ -26,8 +26,15 @@ from harness.errors import ManifestError, UsageError
 from harness.readers import read_yaml
 from harness.settings import EXPECTATIONS_DIR
 
-__all__ = ["Expectations", "load_expectations", "resolve", "EXPECTATIONS_DIR", "available", "default_expectation",
-           "series_name"]
+__all__ = [
+    "Expectations",
+    "load_expectations",
+    "resolve",
+    "EXPECTATIONS_DIR",
+    "available",
+    "default_expectation",
+    "series_name",
+]
 
 
 @dataclass
@@ -119,30 +126,53 @@ def _validate(raw: Any, p: Path) -> None:
     mapping(raw, "(top level)", optional=False)
     unknown = sorted(set(raw) - set(SECTIONS))
     need(not unknown, unknown[0] if unknown else "", f"unknown section (known: {', '.join(SECTIONS)})")
-    need(raw.get("name") is None or (isinstance(raw["name"], str) and raw["name"].strip() == raw["name"] != ""),
-         "name", "must be a non-empty single-line string")
+    need(
+        raw.get("name") is None or (isinstance(raw["name"], str) and raw["name"].strip() == raw["name"] != ""),
+        "name",
+        "must be a non-empty single-line string",
+    )
     mapping(raw.get("engine"), "engine")
     for cid, entry in mapping(raw.get("cases"), "cases").items():
         where = f"cases.{cid}"
-        need(isinstance(entry, dict) and bool({"quirk", "skip"} & set(entry)), where,
-             "needs 'quirk' (tag or list) or 'skip' (reason)")
+        need(
+            isinstance(entry, dict) and bool({"quirk", "skip"} & set(entry)),
+            where,
+            "needs 'quirk' (tag or list) or 'skip' (reason)",
+        )
         bad = sorted(set(entry) - CASE_KEYS)
         need(not bad, f"{where}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(sorted(CASE_KEYS))})")
         if "quirk" in entry:
             q = entry["quirk"]
-            need((isinstance(q, str) and q != "") or (names(q) and q != []), f"{where}.quirk",
-                 "must be a behaviour tag or a non-empty list of tags")
-            need(isinstance(entry.get("reason"), str) and entry["reason"].strip() != "", f"{where}.reason",
-                 "a quirk needs a 'reason' (a non-empty string)")
+            need(
+                (isinstance(q, str) and q != "") or (names(q) and q != []),
+                f"{where}.quirk",
+                "must be a behaviour tag or a non-empty list of tags",
+            )
+            need(
+                isinstance(entry.get("reason"), str) and entry["reason"].strip() != "",
+                f"{where}.reason",
+                "a quirk needs a 'reason' (a non-empty string)",
+            )
         if "skip" in entry:
-            need(isinstance(entry["skip"], str) and entry["skip"].strip() != "", f"{where}.skip",
-                 "must be the reason (a non-empty string)")
+            need(
+                isinstance(entry["skip"], str) and entry["skip"].strip() != "",
+                f"{where}.skip",
+                "must be the reason (a non-empty string)",
+            )
         need(isinstance(entry.get("conditional", False), bool), f"{where}.conditional", "must be true or false")
     metrics = mapping(raw.get("metrics"), "metrics")
     for name, spec in mapping(metrics.get("required"), "metrics.required").items():
         spec = mapping(spec, f"metrics.required.{name}")
-        need(spec.get("type") is None or isinstance(spec["type"], str), f"metrics.required.{name}.type", "must be a string")
-        need(spec.get("labels") is None or names(spec["labels"]), f"metrics.required.{name}.labels", "must be a list of names")
+        need(
+            spec.get("type") is None or isinstance(spec["type"], str),
+            f"metrics.required.{name}.type",
+            "must be a string",
+        )
+        need(
+            spec.get("labels") is None or names(spec["labels"]),
+            f"metrics.required.{name}.labels",
+            "must be a list of names",
+        )
     for key in ("hidden", "grow"):
         need(metrics.get(key) is None or names(metrics[key]), f"metrics.{key}", "must be a list of metric names")
     info = mapping(metrics.get("info"), "metrics.info")
@@ -154,11 +184,17 @@ def _validate(raw: Any, p: Path) -> None:
         for name, v in mapping(idle, where).items():
             need(number(v), f"{where}.{name}", "must be a number (the gauge's idle value)")
     for key in ("generated", "running", "kv"):
-        need(canc.get(key) is None or (isinstance(canc[key], str) and canc[key] != ""), f"cancellation.{key}",
-             "must be a metric name")
+        need(
+            canc.get(key) is None or (isinstance(canc[key], str) and canc[key] != ""),
+            f"cancellation.{key}",
+            "must be a metric name",
+        )
     bt = canc.get("bound_tokens", 0)
-    need(isinstance(bt, int) and not isinstance(bt, bool) and 0 <= bt <= 1_000_000, "cancellation.bound_tokens",
-         "must be a whole number of tokens (0 to 1000000)")
+    need(
+        isinstance(bt, int) and not isinstance(bt, bool) and 0 <= bt <= 1_000_000,
+        "cancellation.bound_tokens",
+        "must be a whole number of tokens (0 to 1000000)",
+    )
     st = canc.get("settle_s", 1)
     need(number(st) and 0 < st <= 600, "cancellation.settle_s", "must be a number of seconds (over 0, at most 600)")
     for key, v in mapping(raw.get("probes"), "probes").items():

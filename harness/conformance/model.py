@@ -13,9 +13,10 @@ naming *what* deviated (e.g. "role-on-every-chunk"). Expectation files declare q
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import DataError
 

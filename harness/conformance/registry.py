@@ -4,7 +4,8 @@ It knows no case family: `harness.conformance.suite` imports them all (and so fi
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.conformance.model import Case, Check, Level
 
@@ -37,7 +38,9 @@ def shape_cases(prefix: str, probe_name: str, checks: dict, kind: str) -> None:
                 chk = fn(from_trace(trace))
                 if trace.ended in ("timeout", "limit"):  # say which bound cut the stream these verdicts judge
                     chk.note = f"{chk.note}; " if chk.note else ""
-                    chk.note += f"judged on the part of the {probe_name} stream read before the harness's bound: {trace.error}"
+                    chk.note += (
+                        f"judged on the part of the {probe_name} stream read before the harness's bound: {trace.error}"
+                    )
                 return chk
 
             return run

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from harness.conformance.model import SuiteDocument
@@ -27,7 +27,7 @@ __all__ = ["write_outputs", "read_report", "junit_xml", "print_table", "to_json"
 
 OUTPUT_NAMES = ("conformance.json", "junit.xml")
 MAX_REPORT_BYTES = 64 << 20  # a conformance.json is tens of KB
-Doc = Union[SuiteDocument, dict[str, Any]]
+Doc = SuiteDocument | dict[str, Any]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta"}
@@ -82,16 +82,26 @@ def junit_xml(doc: Doc) -> str:
         time=f"{doc.get('duration_s', 0):.3f}",
     )
     for r in cases:
-        tc = ET.SubElement(suite, "testcase", classname=_xml(r["id"]).rsplit(".", 1)[0], name=_xml(r["id"]), time=f"{r.get('duration_s', 0):.3f}")
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname=_xml(r["id"]).rsplit(".", 1)[0],
+            name=_xml(r["id"]),
+            time=f"{r.get('duration_s', 0):.3f}",
+        )
         detail = f"{r['requirement']}\nbehaviour: {r.get('behaviour')}\nexpected: {_short(r.get('expected'), 500)}\nactual: {_short(r.get('actual'), 500)}\nchunk: {r.get('chunk')}\nnote: {r.get('note')}"
         if r["verdict"] == "fail":
-            ET.SubElement(tc, "failure", message=_xml(f"{r.get('behaviour')}: {_short(r.get('actual'))}")).text = _xml(detail)
+            ET.SubElement(tc, "failure", message=_xml(f"{r.get('behaviour')}: {_short(r.get('actual'))}")).text = _xml(
+                detail
+            )
         elif r["verdict"] == "error":
             ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error"))).text = _xml(detail)
         elif r["verdict"] == "skip":
             ET.SubElement(tc, "skipped", message=_xml(r.get("note") or ""))
         else:
-            ET.SubElement(tc, "system-out").text = _xml(f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip())
+            ET.SubElement(tc, "system-out").text = _xml(
+                f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip()
+            )
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.tostring(root, encoding="unicode")
@@ -152,4 +162,6 @@ def print_table(doc: Doc, console: Any = None) -> None:
     if doc.get("aborted"):
         console.print(f"[bold magenta]aborted: {escape(str(doc['aborted']))}[/]")
     if doc.get("unexpected_passes"):
-        console.print(f"[yellow]expected quirks that no longer happen: {escape(', '.join(doc['unexpected_passes']))}[/]")
+        console.print(
+            f"[yellow]expected quirks that no longer happen: {escape(', '.join(doc['unexpected_passes']))}[/]"
+        )

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from harness.conformance.context import Ctx
 from harness.conformance.expectations import Expectations, resolve
@@ -87,7 +88,7 @@ def _why_gone(ctx: Ctx, case_id: str) -> str:
 async def _run_one(case: Case, ctx: Ctx, timeout_s: float, bound: str) -> Check:
     try:
         return await asyncio.wait_for(case.run(ctx), timeout=timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return errored(f"case did not finish within {timeout_s:.3g}s{bound}")
     except Exception as exc:  # a harness bug or an unforeseen answer: the case could not be judged
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -132,7 +133,9 @@ async def run_suite(
                 chk = await _run_one(case, ctx, min(case.timeout_s, left), bound)
                 res = resolve(case, chk, ctx.exp, time.monotonic() - c0)
                 if by_suite and time.monotonic() >= deadline:
-                    stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
+                    stopped = report.aborted = (
+                        f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
+                    )
                 elif chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
                     stopped = report.aborted = _why_gone(ctx, case.id)
                     res.verdict = Verdict.ERROR.value

@@ -8,7 +8,7 @@ is not a pass (json-chunks reports the empty stream itself), and a vacuous pass 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from harness.conformance.model import Check, Level, failed, info, passed, skipped
 from harness.conformance.view import StreamView, choices
@@ -134,7 +134,9 @@ def done_present(view: StreamView) -> Check:
     if not view.framed:
         return skipped("recorded as a list of chunks: SSE framing not captured")
     if "done" not in view.kinds:
-        return failed("no-done", "data: [DONE] terminates the stream", f"stream ended by {view.ended or 'eof'} without [DONE]")
+        return failed(
+            "no-done", "data: [DONE] terminates the stream", f"stream ended by {view.ended or 'eof'} without [DONE]"
+        )
     return passed()
 
 
@@ -252,7 +254,7 @@ def finish_reason_values(view: StreamView) -> Check:
 @needs_chunks()
 def empty_deltas(view: StreamView) -> Check:
     count, where = 0, []
-    for i, seq in per_index(view).items():
+    for seq in per_index(view).values():
         for k, (n, _, c) in enumerate(seq):
             if k == 0 and is_role_only(c):
                 continue
@@ -346,7 +348,11 @@ def tools_first_fragment(view: StreamView) -> Check:
         return skipped("no tool calls in this stream")
     n, first = tcs[0]
     fn = first.get("function") if isinstance(first.get("function"), dict) else {}
-    missing = [k for k, ok in (("id", first.get("id")), ("type", first.get("type") == "function"), ("name", fn.get("name"))) if not ok]
+    missing = [
+        k
+        for k, ok in (("id", first.get("id")), ("type", first.get("type") == "function"), ("name", fn.get("name")))
+        if not ok
+    ]
     if missing:
         return failed("first-fragment-incomplete", "first fragment has id, type=function, function.name", first, n)
     return passed(f"name={fn.get('name')!r} id={first.get('id')!r}")
@@ -391,27 +397,82 @@ Shape = tuple[Callable[[StreamView], Check], Level, str, tuple[str, ...]]
 # name -> (check, level, requirement, kinds). Case ids are "<kind>.stream.<name>" (tools: "chat.tools.<name>").
 SHAPE_CHECKS: dict[str, Shape] = {
     "content-type": (content_type, Level.MUST, "a stream is served as text/event-stream", ("chat", "completions")),
-    "json-chunks": (json_chunks, Level.MUST, "every data event is a JSON object with a choices list", ("chat", "completions")),
+    "json-chunks": (
+        json_chunks,
+        Level.MUST,
+        "every data event is a JSON object with a choices list",
+        ("chat", "completions"),
+    ),
     "no-error-event": (no_error_event, Level.MUST, "a valid request streams no error event", ("chat", "completions")),
     "done-present": (done_present, Level.MUST, "the stream ends with data: [DONE]", ("chat", "completions")),
     "nothing-after-done": (nothing_after_done, Level.MUST, "no event follows data: [DONE]", ("chat", "completions")),
     "consistent-id": (consistent_id, Level.MUST, "one non-empty id on every chunk", ("chat", "completions")),
-    "consistent-created": (consistent_created, Level.SHOULD, "one created timestamp on every chunk", ("chat", "completions")),
+    "consistent-created": (
+        consistent_created,
+        Level.SHOULD,
+        "one created timestamp on every chunk",
+        ("chat", "completions"),
+    ),
     "consistent-model": (consistent_model, Level.MUST, "one model on every chunk", ("chat", "completions")),
     "object": (object_name, Level.MUST, "object is chat.completion.chunk / text_completion", ("chat", "completions")),
-    "role-first": (role_first, Level.MUST, "the first delta of each choice index is role-only (assistant, content '')", ("chat",)),
+    "role-first": (
+        role_first,
+        Level.MUST,
+        "the first delta of each choice index is role-only (assistant, content '')",
+        ("chat",),
+    ),
     "role-once": (role_once, Level.SHOULD, "role appears only on the first delta of each choice", ("chat",)),
-    "one-finish-reason": (one_finish_reason, Level.MUST, "exactly one finish_reason per choice, on its last chunk", ("chat", "completions")),
-    "finish-reason-values": (finish_reason_values, Level.MUST, "finish_reason is one of the OpenAI values", ("chat", "completions")),
-    "usage-last": (usage_last, Level.MUST, "with include_usage the last data chunk has choices: [] and usage", ("chat", "completions")),
-    "usage-totals": (usage_totals, Level.MUST, "usage total_tokens = prompt_tokens + completion_tokens", ("chat", "completions")),
-    "usage-completion-count": (usage_completion_count, Level.MUST, "usage completion_tokens = tokens actually streamed", ("chat",)),
+    "one-finish-reason": (
+        one_finish_reason,
+        Level.MUST,
+        "exactly one finish_reason per choice, on its last chunk",
+        ("chat", "completions"),
+    ),
+    "finish-reason-values": (
+        finish_reason_values,
+        Level.MUST,
+        "finish_reason is one of the OpenAI values",
+        ("chat", "completions"),
+    ),
+    "usage-last": (
+        usage_last,
+        Level.MUST,
+        "with include_usage the last data chunk has choices: [] and usage",
+        ("chat", "completions"),
+    ),
+    "usage-totals": (
+        usage_totals,
+        Level.MUST,
+        "usage total_tokens = prompt_tokens + completion_tokens",
+        ("chat", "completions"),
+    ),
+    "usage-completion-count": (
+        usage_completion_count,
+        Level.MUST,
+        "usage completion_tokens = tokens actually streamed",
+        ("chat",),
+    ),
     "empty-deltas": (empty_deltas, Level.INFO, "count of content chunks with empty text", ("chat", "completions")),
-    "no-extra-fields": (no_extra_choice_fields, Level.SHOULD, "choices carry only OpenAI fields unless extras are requested", ("completions",)),
+    "no-extra-fields": (
+        no_extra_choice_fields,
+        Level.SHOULD,
+        "choices carry only OpenAI fields unless extras are requested",
+        ("completions",),
+    ),
 }
 
 TOOL_CHECKS: dict[str, Shape] = {
-    "first-fragment": (tools_first_fragment, Level.MUST, "the first tool-call fragment has id, type and function.name", ("chat",)),
+    "first-fragment": (
+        tools_first_fragment,
+        Level.MUST,
+        "the first tool-call fragment has id, type and function.name",
+        ("chat",),
+    ),
     "arguments-json": (tools_arguments_json, Level.MUST, "argument fragments concatenate to valid JSON", ("chat",)),
-    "finish-reason": (tools_finish_reason, Level.MUST, "a forced tool call ends with finish_reason tool_calls or stop", ("chat",)),
+    "finish-reason": (
+        tools_finish_reason,
+        Level.MUST,
+        "a forced tool call ends with finish_reason tool_calls or stop",
+        ("chat",),
+    ),
 }

@@ -16,21 +16,30 @@ def run_stage(ctx: StageContext) -> StageResult:
     m = ctx.manifest
     exp = load_expectations(default_expectation(m.engine.kind, m.engine.version))
     eng = ctx.engine
-    c = new_ctx(eng.base_url, exp, api_key=getattr(eng, "api_key", None), model=getattr(eng, "served_name", ""), engine=eng)
-    report = run_suite_sync(c, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version,
-                                            "identity": ctx.identity})
+    c = new_ctx(
+        eng.base_url, exp, api_key=getattr(eng, "api_key", None), model=getattr(eng, "served_name", ""), engine=eng
+    )
+    report = run_suite_sync(
+        c, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version, "identity": ctx.identity}
+    )
     doc = report.to_dict()
     out = ctx.run_dir / "conformance"
     write_outputs(doc, out)
     n = doc["counts"]
-    summary = (f"{len(doc['cases'])} cases: {n['pass']} pass, {n['fail']} fail, {n['quirk']} quirk, "
-               f"{n['skip']} skip, {n['error']} error" + (f"; {report.aborted}" if report.aborted else ""))
+    summary = (
+        f"{len(doc['cases'])} cases: {n['pass']} pass, {n['fail']} fail, {n['quirk']} quirk, "
+        f"{n['skip']} skip, {n['error']} error" + (f"; {report.aborted}" if report.aborted else "")
+    )
     return StageResult(
         name="conformance",
         ok=report.ok,
         summary=summary,
-        data={"counts": n, "report": str(out / "conformance.json"), "expectations": exp.name,
-              "failed": [r.id for r in report.results if r.verdict in ("fail", "error")],
-              "quirks": [r.id for r in report.results if r.verdict == "quirk"],
-              "unexpected_passes": doc["unexpected_passes"]},
+        data={
+            "counts": n,
+            "report": str(out / "conformance.json"),
+            "expectations": exp.name,
+            "failed": [r.id for r in report.results if r.verdict in ("fail", "error")],
+            "quirks": [r.id for r in report.results if r.verdict == "quirk"],
+            "unexpected_passes": doc["unexpected_passes"],
+        },
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 # isort: off
 # Importing a family registers its cases, so this import order is the suite order (a sorter must not touch it).
 from harness.conformance.cases import endpoints, stream, requests, errors, metrics, cancel, auth
+
 # isort: on
 from harness.conformance.model import Case
 from harness.conformance.registry import CASES

@@ -65,8 +65,9 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
                 tags.append(tag)
             entry["quirk"] = tags[0] if len(tags) == 1 else tags
             seen = f"expected {json.dumps(r.get('expected'), default=str)[:120]}, got {json.dumps(r.get('actual'), default=str)[:120]}"
-            entry["reason"] = (entry.get("reason", "") + " | " if entry.get("reason") else "") + \
-                f"REVIEW: observed {stamp} ({r.get('level')}): {seen}"
+            entry["reason"] = (
+                entry.get("reason", "") + " | " if entry.get("reason") else ""
+            ) + f"REVIEW: observed {stamp} ({r.get('level')}): {seen}"
             changes.append(f"+ {cid}: quirk {tag} ({r.get('level')})")
         elif r.get("unexpected_pass") and cid in cases and not cases[cid].get("conditional"):
             del cases[cid]
@@ -78,8 +79,9 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
     return out, changes
 
 
-def update_expectations(results_path: str | Path, expect_path: str | Path, out_path: str | Path, *,
-                        force: bool = False) -> list[str]:
+def update_expectations(
+    results_path: str | Path, expect_path: str | Path, out_path: str | Path, *, force: bool = False
+) -> list[str]:
     """Write the proposal to `out_path`: never over the results, over the expectation file only with --force."""
     results_path, expect_path, out_path = Path(results_path), Path(expect_path), Path(out_path)
     inputs = [results_path] if force else [results_path, expect_path]
@@ -88,7 +90,9 @@ def update_expectations(results_path: str | Path, expect_path: str | Path, out_p
                                       error=DataError), results_path)  # fmt: skip
     raw = read_yaml(expect_path, "expectation", max_bytes=MAX_INPUT_BYTES) or {}
     new, changes = propose(results, raw, note=f"{time.strftime('%Y-%m-%d')} from {results_path}")
-    header = (f"# Proposed by `harness update-expectations` from {results_path} over {expect_path}.\n"
-              "# Every REVIEW reason was written by the tool: read it, then say why the engine does this.\n")
+    header = (
+        f"# Proposed by `harness update-expectations` from {results_path} over {expect_path}.\n"
+        "# Every REVIEW reason was written by the tool: read it, then say why the engine does this.\n"
+    )
     atomic_write_text(out_path, header + yaml.safe_dump(new, sort_keys=False, allow_unicode=True, width=120))
     return changes

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.client import Trace, TraceEvent
+from harness.client.sse import BOM, parse_sse_bytes
 from harness.errors import DataError
 from harness.readers import parse_json, read_bytes
-from harness.client.sse import BOM, parse_sse_bytes
 
 __all__ = ["Chunk", "StreamView", "from_trace", "from_chunks", "load_recorded", "choices", "guess_kind"]
 

@@ -20,10 +20,16 @@ def register(sub) -> None:
     gs = g.add_subparsers(dest="golden_command", metavar="SUBCOMMAND")
     g.set_defaults(func=lambda a: (g.print_help(), 2)[1])
 
-    r = gs.add_parser("record", help="launch MANIFEST's engine and record the prompt sets (temperature 0, top-5 logprobs)")
+    r = gs.add_parser(
+        "record", help="launch MANIFEST's engine and record the prompt sets (temperature 0, top-5 logprobs)"
+    )
     r.add_argument("manifest")
-    r.add_argument("--prompts", action="append", metavar="SET",
-                   help="prompt set name (golden/prompts/SET.yaml) or path; repeatable; default: every set")
+    r.add_argument(
+        "--prompts",
+        action="append",
+        metavar="SET",
+        help="prompt set name (golden/prompts/SET.yaml) or path; repeatable; default: every set",
+    )
     r.add_argument("--out", type=Path, help="recording directory (default golden/<engine>-<version>/<model-hash-12>/)")
     r.add_argument("--force", action="store_true", help="replace an existing recording")
     r.add_argument("--url", help="record from an already running engine at this base URL instead of launching one")
@@ -33,10 +39,18 @@ def register(sub) -> None:
     d.add_argument("a", type=Path, help="baseline recording directory")
     d.add_argument("b", type=Path, help="candidate recording directory")
     d.add_argument("--json", type=Path, metavar="OUT", help="also write the full diff as JSON")
-    d.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                   help=f"max |logprob drift| (nats) for 'equivalent' (default {DEFAULT_TOLERANCE})")
-    d.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
-                   help=f"max baseline top-1/top-2 gap (nats) for 'near-tie' (default {DEFAULT_MARGIN})")
+    d.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"max |logprob drift| (nats) for 'equivalent' (default {DEFAULT_TOLERANCE})",
+    )
+    d.add_argument(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        help=f"max baseline top-1/top-2 gap (nats) for 'near-tie' (default {DEFAULT_MARGIN})",
+    )
     d.add_argument("--force", action="store_true", help="replace an existing --json file")
     d.add_argument("-v", "--verbose", action="store_true", help="list identical prompts too")
     d.set_defaults(func=cmd_diff)
@@ -77,8 +91,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         note = f"; {refused} refused by the engine, recorded as outcomes" if refused else ""
         print(f"{s.name}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt{note})")
     print(f"hardware: {summary(meta.get('hardware'))}")
-    print(f"recorded {sum(len(v) for v in records.values())} prompts to {out} "
-          f"(engine {meta['engine']['reported_version']}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)")
+    print(
+        f"recorded {sum(len(v) for v in records.values())} prompts to {out} "
+        f"(engine {meta['engine']['reported_version']}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)"
+    )
     return 0
 
 

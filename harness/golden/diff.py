@@ -35,8 +35,17 @@ from harness.errors import RefusedError, UsageError
 from harness.golden.store import Recording
 from harness.hardware import compare as compare_hardware
 
-__all__ = ["DEFAULT_TOLERANCE", "DEFAULT_MARGIN", "PromptDiff", "GoldenDiff", "diff_recordings", "classify_choice",
-           "render_text", "FAILING", "check_thresholds"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "DEFAULT_MARGIN",
+    "PromptDiff",
+    "GoldenDiff",
+    "diff_recordings",
+    "classify_choice",
+    "render_text",
+    "FAILING",
+    "check_thresholds",
+]
 
 DEFAULT_TOLERANCE = 0.02
 DEFAULT_MARGIN = 0.1
@@ -95,10 +104,19 @@ class GoldenDiff:
         return self.ok and bool(self.prompts) and all(p.status in ("identical", "equivalent") for p in self.prompts)
 
     def to_json(self) -> dict:
-        return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "margin": self.margin, "ok": self.ok,
-                "within_tolerance": self.within_tolerance, "hardware": self.hardware,
-                "counts": self.counts(), "sets_only_in_a": self.sets_only_in_a, "sets_only_in_b": self.sets_only_in_b,
-                "prompts": [asdict(p) for p in self.prompts]}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "tolerance": self.tolerance,
+            "margin": self.margin,
+            "ok": self.ok,
+            "within_tolerance": self.within_tolerance,
+            "hardware": self.hardware,
+            "counts": self.counts(),
+            "sets_only_in_a": self.sets_only_in_a,
+            "sets_only_in_b": self.sets_only_in_b,
+            "prompts": [asdict(p) for p in self.prompts],
+        }
 
 
 def _bytes_text(ids: list[int]) -> str:
@@ -142,19 +160,34 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: 
     res: dict[str, Any] = {"max_logprob_drift": drift}
     if ta == tb:
         if a["text"] != b["text"]:
-            return res | {"status": "regression", "reason": f"same tokens, different text: {a['text']!r} vs {b['text']!r}"}
+            return res | {
+                "status": "regression",
+                "reason": f"same tokens, different text: {a['text']!r} vs {b['text']!r}",
+            }
         if a.get("finish_reason") != b.get("finish_reason"):
-            return res | {"status": "regression",
-                          "reason": f"same tokens, finish_reason {a.get('finish_reason')} -> {b.get('finish_reason')}"}
+            return res | {
+                "status": "regression",
+                "reason": f"same tokens, finish_reason {a.get('finish_reason')} -> {b.get('finish_reason')}",
+            }
         if exact and len(la) == len(lb):
             return res | {"status": "identical", "reason": ""}
         if len(la) != len(lb):
             return res | {"status": "regression", "reason": f"logprob rows {len(la)} vs {len(lb)}"}
         if drift <= tolerance:
-            return res | {"status": "equivalent", "reason": f"same tokens, max logprob drift {drift:.3g} <= {tolerance}"}
-        return res | {"status": "regression", "reason": f"same tokens but logprob drift {drift:.3g} > tolerance {tolerance}"}
+            return res | {
+                "status": "equivalent",
+                "reason": f"same tokens, max logprob drift {drift:.3g} <= {tolerance}",
+            }
+        return res | {
+            "status": "regression",
+            "reason": f"same tokens but logprob drift {drift:.3g} > tolerance {tolerance}",
+        }
     pos = n_common
-    res |= {"position": pos, "context_ids": ta[max(0, pos - 8) : pos], "context_text": _bytes_text(ta[max(0, pos - 8) : pos])}
+    res |= {
+        "position": pos,
+        "context_ids": ta[max(0, pos - 8) : pos],
+        "context_text": _bytes_text(ta[max(0, pos - 8) : pos]),
+    }
     a_row = la[pos] if pos < len(la) else None
     b_row = lb[pos] if pos < len(lb) else None
     res["a_token"] = [ta[pos], a_row[1] if a_row else None] if pos < len(ta) else f"<end:{a.get('finish_reason')}>"
@@ -164,8 +197,10 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: 
     if pos >= len(ta) or pos >= len(tb):
         return res | {"status": "regression", "reason": f"one output ends at token {pos}, the other continues"}
     if drift > tolerance:
-        return res | {"status": "regression",
-                      "reason": f"logprob drift {drift:.3g} > tolerance {tolerance} before the divergence at token {pos}"}
+        return res | {
+            "status": "regression",
+            "reason": f"logprob drift {drift:.3g} > tolerance {tolerance} before the divergence at token {pos}",
+        }
     top = a_row[2] if a_row else []
     if sampled:
         b_ids = {i for i, _ in (b_row[2] if b_row else [])}
@@ -173,21 +208,32 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: 
         # the top lists may each carry their own sampled token (outside the top-k); the baseline's best three must be there
         if b_row and {i for i, _ in top[:3]} <= b_ids and at <= tolerance:
             res["max_logprob_drift"] = max(drift, at)
-            return res | {"status": "resampled", "reason": f"seeded sampling drew {tb[pos]} instead of {ta[pos]} at token "
-                          f"{pos}; distributions agree within {tolerance} (max drift {max(drift, at):.3g})"}
-        return res | {"status": "regression",
-                      "reason": f"sampled token {pos}: {ta[pos]} -> {tb[pos]} and the distributions differ (drift {at:.3g})"}
+            return res | {
+                "status": "resampled",
+                "reason": f"seeded sampling drew {tb[pos]} instead of {ta[pos]} at token "
+                f"{pos}; distributions agree within {tolerance} (max drift {max(drift, at):.3g})",
+            }
+        return res | {
+            "status": "regression",
+            "reason": f"sampled token {pos}: {ta[pos]} -> {tb[pos]} and the distributions differ (drift {at:.3g})",
+        }
     if len(top) >= 2 and top[0][1] - top[1][1] <= margin:
         tied = {i for i, lp in top if top[0][1] - lp <= margin}
         if tb[pos] in tied:
             gap = top[0][1] - top[1][1]
-            return res | {"status": "near-tie",
-                          "reason": f"token {pos}: baseline top-1/top-2 gap {gap:.3g} <= margin {margin}; B chose {tb[pos]} (baseline {ta[pos]})"}
-        return res | {"status": "regression",
-                      "reason": f"token {pos}: baseline near-tie but B chose {tb[pos]}, not one of the tied {sorted(tied)}"}
+            return res | {
+                "status": "near-tie",
+                "reason": f"token {pos}: baseline top-1/top-2 gap {gap:.3g} <= margin {margin}; B chose {tb[pos]} (baseline {ta[pos]})",
+            }
+        return res | {
+            "status": "regression",
+            "reason": f"token {pos}: baseline near-tie but B chose {tb[pos]}, not one of the tied {sorted(tied)}",
+        }
     gap = (top[0][1] - top[1][1]) if len(top) >= 2 else float("inf")
-    return res | {"status": "regression",
-                  "reason": f"token {pos}: {ta[pos]} -> {tb[pos]}; baseline top-1/top-2 gap {gap:.3g} > margin {margin}"}
+    return res | {
+        "status": "regression",
+        "reason": f"token {pos}: {ta[pos]} -> {tb[pos]}; baseline top-1/top-2 gap {gap:.3g} > margin {margin}",
+    }
 
 
 def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> PromptDiff:
@@ -201,17 +247,30 @@ def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> Prom
     return PromptDiff(s, pid, "regression", f"A gave {show(ea)}; B gave {show(eb)}")
 
 
-def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TOLERANCE,
-                    margin: float = DEFAULT_MARGIN, allow_other_model: bool = False) -> GoldenDiff:
+def diff_recordings(
+    a: Recording,
+    b: Recording,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    margin: float = DEFAULT_MARGIN,
+    allow_other_model: bool = False,
+) -> GoldenDiff:
     check_thresholds(tolerance, margin)
     if a.model_sha256 != b.model_sha256 and not allow_other_model:
         raise RefusedError(
             f"refusing to compare recordings of different models: {a.path} has model {a.model_sha256[:12]}, "
             f"{b.path} has model {b.model_sha256[:12]} (outputs of two models are not a regression signal)"
         )
-    out = GoldenDiff(a=str(a.path), b=str(b.path), tolerance=tolerance, margin=margin, prompts=[],
-                     sets_only_in_a=sorted(set(a.sets) - set(b.sets)), sets_only_in_b=sorted(set(b.sets) - set(a.sets)),
-                     hardware=compare_hardware(a.meta.get("hardware"), b.meta.get("hardware")))
+    out = GoldenDiff(
+        a=str(a.path),
+        b=str(b.path),
+        tolerance=tolerance,
+        margin=margin,
+        prompts=[],
+        sets_only_in_a=sorted(set(a.sets) - set(b.sets)),
+        sets_only_in_b=sorted(set(b.sets) - set(a.sets)),
+        hardware=compare_hardware(a.meta.get("hardware"), b.meta.get("hardware")),
+    )
     pa, pb = a.prompts(), b.prompts()
     for key in list(pa) + [k for k in pb if k not in pa]:
         s, pid = key
@@ -231,8 +290,9 @@ def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TO
             out.prompts.append(_classify_errors(s, pid, ea, eb))
             continue
         if len(ra["choices"]) != len(rb["choices"]):
-            out.prompts.append(PromptDiff(s, pid, "regression",
-                                          f"{len(ra['choices'])} choices vs {len(rb['choices'])}"))
+            out.prompts.append(
+                PromptDiff(s, pid, "regression", f"{len(ra['choices'])} choices vs {len(rb['choices'])}")
+            )
             continue
         worst: PromptDiff | None = None
         sampled = float((ra.get("request") or {}).get("temperature") or 0) > 0
@@ -249,8 +309,11 @@ def diff_recordings(a: Recording, b: Recording, *, tolerance: float = DEFAULT_TO
 
 
 def render_text(d: GoldenDiff, verbose: bool = False) -> str:
-    lines = [f"golden diff  A={d.a}", f"             B={d.b}",
-             f"tolerance {d.tolerance} nats, near-tie margin {d.margin} nats"]
+    lines = [
+        f"golden diff  A={d.a}",
+        f"             B={d.b}",
+        f"tolerance {d.tolerance} nats, near-tie margin {d.margin} nats",
+    ]
     if d.hardware:
         lines.append(f"hardware: {d.hardware['line']}")
     if d.sets_only_in_a:

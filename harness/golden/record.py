@@ -28,8 +28,19 @@ from harness.secrets import redact_env
 
 MAX_RESPONSE_BYTES = 64 << 20  # a golden answer is a few KB of logprobs
 
-__all__ = ["EngineResponseError", "record_prompt", "record_sets", "normalize_response", "key_paths", "build_meta",
-           "bounded_request", "repo_relative", "reported_version", "record_with_engine", "UrlEngine"]
+__all__ = [
+    "EngineResponseError",
+    "record_prompt",
+    "record_sets",
+    "normalize_response",
+    "key_paths",
+    "build_meta",
+    "bounded_request",
+    "repo_relative",
+    "reported_version",
+    "record_with_engine",
+    "UrlEngine",
+]
 
 
 class EngineResponseError(HarnessError):
@@ -168,7 +179,9 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
     try:
         r = bounded_request(client, "POST", prompt.path, wall_s, json=body)
     except httpx.HTTPError as exc:
-        raise EngineResponseError(f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}") from None
+        raise EngineResponseError(
+            f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}"
+        ) from None
     if 400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429):
         # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"): that *is* its
         # golden output; the diff compares it with the other version's answer.
@@ -180,11 +193,22 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
         if not isinstance(err, dict):
             err = {"message": str(err)}
         kind = err.get("type")
-        return {"id": prompt.id, "set": set_name, "endpoint": prompt.endpoint,
-                "request_sha256": prompt.request_sha256(), "request": prompt.body(), "choices": [],
-                "error": {"status": r.status_code, "type": kind if isinstance(kind, (str, type(None))) else str(kind),
-                          "message": str(err.get("message", r.text[:300]))[:2000]},
-                "usage": None, "system_fingerprint": None, "response_keys": []}
+        return {
+            "id": prompt.id,
+            "set": set_name,
+            "endpoint": prompt.endpoint,
+            "request_sha256": prompt.request_sha256(),
+            "request": prompt.body(),
+            "choices": [],
+            "error": {
+                "status": r.status_code,
+                "type": kind if isinstance(kind, (str, type(None))) else str(kind),
+                "message": str(err.get("message", r.text[:300]))[:2000],
+            },
+            "usage": None,
+            "system_fingerprint": None,
+            "response_keys": [],
+        }
     if r.status_code != 200:
         raise EngineResponseError(f"prompt {set_name}/{prompt.id}: HTTP {r.status_code}: {r.text[:300]}")
     try:
@@ -210,7 +234,8 @@ def _refused_everything(set_name: str, records: list[dict]) -> EngineResponseErr
         e = errors[0]
         return EngineResponseError(
             f"set {set_name}: the engine refused every prompt ({len(errors)} of {len(records)}; first: HTTP {e['status']} "
-            f"{e.get('type')}: {str(e.get('message'))[:160]}); that is no golden recording, nothing written")
+            f"{e.get('type')}: {str(e.get('message'))[:160]}); that is no golden recording, nothing written"
+        )
     return None
 
 
@@ -253,8 +278,16 @@ def repo_relative(path: Any) -> str | None:
         return None
 
 
-def build_meta(manifest: Any, sets: list[PromptSet], *, identity: dict | None, engine_version: str | None,
-               timing: dict[str, float], base_url: str, hardware: dict | str | None = None) -> dict:
+def build_meta(
+    manifest: Any,
+    sets: list[PromptSet],
+    *,
+    identity: dict | None,
+    engine_version: str | None,
+    timing: dict[str, float],
+    base_url: str,
+    hardware: dict | str | None = None,
+) -> dict:
     """Provenance of a recording: manifest pins, engine /version, lock hash or image digest, model, args, harness,
     and the hardware (harness.hardware). URLs lose their userinfo, env values their secrets (harness.secrets)."""
     py, dk = manifest.runtime.python, manifest.runtime.docker
@@ -263,27 +296,44 @@ def build_meta(manifest: Any, sets: list[PromptSet], *, identity: dict | None, e
         from harness.hashing import file_sha256
 
         lock = manifest.lock_path
-        runtime = {"kind": "python", "python": py.version, "lock": py.lock,
-                   "lock_sha256": file_sha256(lock) if lock and lock.is_file() else None}
+        runtime = {
+            "kind": "python",
+            "python": py.version,
+            "lock": py.lock,
+            "lock_sha256": file_sha256(lock) if lock and lock.is_file() else None,
+        }
     elif dk is not None:
         runtime = {"kind": "docker", "image": dk.image, "digest": dk.digest}
     ident = dict(identity or {})
     if "base_url" in ident:
         ident["base_url"] = redact_url(ident["base_url"])
     meta = {
-        "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version, "reported_version": engine_version},
+        "engine": {
+            "kind": manifest.engine.kind,
+            "version": manifest.engine.version,
+            "reported_version": engine_version,
+        },
         "manifest": {"name": manifest.name, "path": repo_relative(manifest.path), "sha256": manifest.file_sha256()},
         "runtime": runtime,
-        "model": {"source": manifest.model.source, "sha256": manifest.model.sha256,
-                  "served_name": manifest.model.served_name},
+        "model": {
+            "source": manifest.model.source,
+            "sha256": manifest.model.sha256,
+            "served_name": manifest.model.served_name,
+        },
         "server": {"args": list(manifest.server.args), "env": redact_env(manifest.server.env)},
         "identity": ident,
         "harness_version": __version__,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "base_url": redact_url(base_url),
         "timing_s": timing,
-        "sets": {s.name: {"prompt_file": s.path.name if s.path else None, "prompt_file_sha256": s.file_sha256,
-                          "ids": s.ids()} for s in sets},
+        "sets": {
+            s.name: {
+                "prompt_file": s.path.name if s.path else None,
+                "prompt_file_sha256": s.file_sha256,
+                "ids": s.ids(),
+            }
+            for s in sets
+        },
     }
     if hardware is not None:
         meta["hardware"] = hardware
@@ -311,8 +361,15 @@ def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool 
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
     reported = reported_version(engine.base_url, api_key)
     records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
-    meta = build_meta(manifest, sets, identity=getattr(engine, "identity", None), engine_version=reported,
-                      timing=timing, base_url=engine.base_url, hardware=_hardware(engine))
+    meta = build_meta(
+        manifest,
+        sets,
+        identity=getattr(engine, "identity", None),
+        engine_version=reported,
+        timing=timing,
+        base_url=engine.base_url,
+        hardware=_hardware(engine),
+    )
     if write and out is not None:
         from harness.golden.store import write_recording
 

@@ -27,8 +27,13 @@ def run_stage(ctx: StageContext) -> StageResult:
     out = ctx.run_dir / "golden"
     baseline_dir = default_recording_dir(ctx.manifest)
     if not (baseline_dir / "meta.json").is_file():
-        return StageResult("golden", False, f"no committed golden recording at {baseline_dir} "
-                           f"(make one with `harness golden record {ctx.manifest.path}`)", {"baseline": str(baseline_dir)})
+        return StageResult(
+            "golden",
+            False,
+            f"no committed golden recording at {baseline_dir} "
+            f"(make one with `harness golden record {ctx.manifest.path}`)",
+            {"baseline": str(baseline_dir)},
+        )
     t0 = time.perf_counter()
     try:
         baseline = load_recording(baseline_dir)
@@ -38,15 +43,35 @@ def run_stage(ctx: StageContext) -> StageResult:
         record_with_engine(ctx.engine, ctx.manifest, sets, rec_dir, force=True)
         d = diff_recordings(baseline, load_recording(rec_dir))
     except HarnessError as exc:
-        return StageResult("golden", False, f"golden check could not run: {exc.one_line()}",
-                           {"baseline": str(baseline_dir), "error": str(exc)})
+        return StageResult(
+            "golden",
+            False,
+            f"golden check could not run: {exc.one_line()}",
+            {"baseline": str(baseline_dir), "error": str(exc)},
+        )
     atomic_write_text(out / "diff.json", json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
     atomic_write_text(out / "diff.txt", render_text(d) + "\n")
     counts = d.counts()
-    hw = {"same": "same hardware", "different": "different hardware: " + ", ".join(d.hardware["differs"]),
-          "unknown": "baseline hardware unknown"}[d.hardware["status"]]
-    summary = f"{len(d.prompts)} prompts vs {baseline_dir.relative_to(baseline_dir.parents[2])}: " + ", ".join(
-        f"{k} {v}" for k, v in counts.items()) + f" ({hw})"
-    return StageResult("golden", d.ok, summary, {"baseline": str(baseline_dir), "recording": str(rec_dir),
-                                                 "counts": counts, "seconds": round(time.perf_counter() - t0, 2),
-                                                 "diff": str(out / "diff.json"), "hardware": d.hardware})
+    hw = {
+        "same": "same hardware",
+        "different": "different hardware: " + ", ".join(d.hardware["differs"]),
+        "unknown": "baseline hardware unknown",
+    }[d.hardware["status"]]
+    summary = (
+        f"{len(d.prompts)} prompts vs {baseline_dir.relative_to(baseline_dir.parents[2])}: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + f" ({hw})"
+    )
+    return StageResult(
+        "golden",
+        d.ok,
+        summary,
+        {
+            "baseline": str(baseline_dir),
+            "recording": str(rec_dir),
+            "counts": counts,
+            "seconds": round(time.perf_counter() - t0, 2),
+            "diff": str(out / "diff.json"),
+            "hardware": d.hardware,
+        },
+    )

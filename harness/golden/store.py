@@ -32,8 +32,16 @@ from harness.outputs import atomic_write_bytes, atomic_write_text
 from harness.readers import MAX_DATA_BYTES, parse_json, read_bytes, read_json
 from harness.settings import GOLDEN_ROOT
 
-__all__ = ["FORMAT", "Recording", "default_recording_dir", "load_recording", "write_recording", "validate_record",
-           "existing_recording", "listed_files"]
+__all__ = [
+    "FORMAT",
+    "Recording",
+    "default_recording_dir",
+    "load_recording",
+    "write_recording",
+    "validate_record",
+    "existing_recording",
+    "listed_files",
+]
 
 FORMAT = "harness-golden/1"
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # set names and set file names: never a path
@@ -80,8 +88,11 @@ def validate_record(rec: Any) -> str | None:
         if not isinstance(rec.get(k), typ):
             return f"field {k!r} missing or not a {typ.__name__}"
     err = rec.get("error")
-    if err is not None and not (isinstance(err, dict) and isinstance(err.get("status"), int)
-                                and all(isinstance(err.get(k), (str, type(None))) for k in ("type", "message"))):
+    if err is not None and not (
+        isinstance(err, dict)
+        and isinstance(err.get("status"), int)
+        and all(isinstance(err.get(k), (str, type(None))) for k in ("type", "message"))
+    ):
         return "field 'error' must be an object with an integer 'status' and string 'type'/'message'"
     if not isinstance(rec.get("request", {}), dict) or not _is_num(rec.get("request", {}).get("temperature", 0) or 0):
         return "field 'request' must be an object (with a numeric 'temperature' if any)"
@@ -129,7 +140,9 @@ def _plain_file_name(name: Any) -> bool:
 
 def _check_meta(path: Path, meta: Any) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise _fail(path, None, f"not a {FORMAT} meta file (format={meta.get('format') if isinstance(meta, dict) else None!r})")
+        raise _fail(
+            path, None, f"not a {FORMAT} meta file (format={meta.get('format') if isinstance(meta, dict) else None!r})"
+        )
     for k in ("engine", "model", "sets"):
         if not isinstance(meta.get(k), dict):
             raise _fail(path, None, f"field {k!r} missing or not an object")
@@ -145,8 +158,12 @@ def _check_meta(path: Path, meta: Any) -> dict:
             raise _fail(path, None, f"sets.{name} must be an object")
         fname = info.get("file", f"{name}.jsonl")
         if not _plain_file_name(fname):
-            raise _fail(path, None, f"sets.{name}.file {fname!r} must be a plain *.jsonl name inside the recording "
-                        "directory (no '/', no '..')")
+            raise _fail(
+                path,
+                None,
+                f"sets.{name}.file {fname!r} must be a plain *.jsonl name inside the recording "
+                "directory (no '/', no '..')",
+            )
         if info.get("sha256") is not None and not isinstance(info["sha256"], str):
             raise _fail(path, None, f"sets.{name}.sha256 must be a string")
     return meta
@@ -271,8 +288,12 @@ def write_recording(directory: str | Path, meta: dict, sets: dict[str, list[dict
     for name, recs in sorted(sets.items()):
         data = _jsonl(recs).encode()
         atomic_write_bytes(d / f"{name}.jsonl", data)
-        meta_sets[name] = dict(meta.get("sets", {}).get(name, {}), file=f"{name}.jsonl", prompts=len(recs),
-                               sha256=hashlib.sha256(data).hexdigest())
+        meta_sets[name] = dict(
+            meta.get("sets", {}).get(name, {}),
+            file=f"{name}.jsonl",
+            prompts=len(recs),
+            sha256=hashlib.sha256(data).hexdigest(),
+        )
     meta["sets"] = meta_sets
     atomic_write_text(d / "meta.json", json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     written = {info["file"] for info in meta_sets.values()}

@@ -101,7 +101,7 @@ class Engine(ABC):
             return ""
         return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -41,25 +41,30 @@ def list_managed_containers(run_id: str | None = None, client: Any = None) -> li
     for c in client.containers.list(all=True, filters=_label_filters(run_id)):
         labels = c.labels or {}
         ports = (c.attrs.get("HostConfig") or {}).get("PortBindings") or {}
-        bindings = [f"{b.get('HostIp') or '0.0.0.0'}:{b.get('HostPort')}->{cp}" for cp, bs in ports.items() for b in (bs or [])]
-        out.append({
-            "kind": "docker",
-            "id": c.id,
-            "container_id": c.id,
-            "name": c.name,
-            "status": c.status,
-            "run_id": labels.get(LABEL_RUN_ID),
-            "engine": labels.get("harness.engine"),
-            "base_url": labels.get("harness.url"),
-            "harness_pid": labels.get("harness.pid"),
-            "image": (c.attrs.get("Config") or {}).get("Image"),
-            "ports": bindings,
-        })
+        bindings = [
+            f"{b.get('HostIp') or '0.0.0.0'}:{b.get('HostPort')}->{cp}" for cp, bs in ports.items() for b in (bs or [])
+        ]
+        out.append(
+            {
+                "kind": "docker",
+                "id": c.id,
+                "container_id": c.id,
+                "name": c.name,
+                "status": c.status,
+                "run_id": labels.get(LABEL_RUN_ID),
+                "engine": labels.get("harness.engine"),
+                "base_url": labels.get("harness.url"),
+                "harness_pid": labels.get("harness.pid"),
+                "image": (c.attrs.get("Config") or {}).get("Image"),
+                "ports": bindings,
+            }
+        )
     return out
 
 
-def remove_managed_containers(run_id: str | None = None, client: Any = None, *, engine_id: str | None = None,
-                              timeout: float = 10.0) -> list[str]:
+def remove_managed_containers(
+    run_id: str | None = None, client: Any = None, *, engine_id: str | None = None, timeout: float = 10.0
+) -> list[str]:
     """Stop and remove harness-managed containers (all, one run's, or one engine's); returns the removed names."""
     import docker.errors
 

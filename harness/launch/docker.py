@@ -81,8 +81,10 @@ def find_pinned_image(image: str, digest: str, client=None):
             ) from None
     found = repo_digests(img)
     if not any(d.split("@", 1)[-1] == digest for d in found):
-        actual = ", ".join(d.split("@", 1)[-1] for d in found) if found else (
-            "no repo digest (a locally built image that was never pushed or pulled)"
+        actual = (
+            ", ".join(d.split("@", 1)[-1] for d in found)
+            if found
+            else ("no repo digest (a locally built image that was never pushed or pulled)")
         )
         raise PinMismatch("image digest", digest, actual, where=f"{image} -> image {img.id[:19]}")
     return img
@@ -103,7 +105,16 @@ def engine_args(spec: LaunchSpec) -> list[str]:
         if not any(a.split("=")[0] == "--usage-stats" for a in user_args):
             args += ["--usage-stats", "off"]  # no telemetry from a container
     else:  # vllm/vllm-openai image: entrypoint is the OpenAI api_server
-        args = ["--model", MODEL_MOUNT, "--served-model-name", m.model.served_name, "--host", "0.0.0.0", "--port", cport]
+        args = [
+            "--model",
+            MODEL_MOUNT,
+            "--served-model-name",
+            m.model.served_name,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            cport,
+        ]
     return args + user_args
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.outputs import atomic_write_text
-from harness.readers import read_json
 from harness.procs import process_start_time
+from harness.readers import read_json
 from harness.settings import harness_home
 
 __all__ = ["register", "unregister", "entries", "alive", "harness_alive", "current_harness"]

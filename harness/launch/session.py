@@ -1,7 +1,7 @@
 """launch(): verify every pin, start the engine on loopback, wait until ready, verify identity, always stop it.
 
-    with launch("manifests/vllm-0.11.0-cpu.yaml") as engine:
-        engine.base_url, engine.served_name, engine.identity
+with launch("manifests/vllm-0.11.0-cpu.yaml") as engine:
+    engine.base_url, engine.served_name, engine.identity
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class Watchdog:
         self._pipe_w: int | None = pipe_w
 
     @classmethod
-    def spawn(cls, action: list[str], log: Path | None = None) -> "Watchdog":
+    def spawn(cls, action: list[str], log: Path | None = None) -> Watchdog:
         """Start `python -m harness.launch.watchdog ... ACTION` watching this process; output to `log` (else nowhere)."""
         r, w = os.pipe()  # both non-inheritable; the child gets r explicitly, only we hold w
         env = dict(os.environ)  # importable from a checkout too, whatever the caller's cwd

@@ -8,25 +8,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.settings import api_key_from_env
 from harness.errors import DataError, UsageError
+from harness.settings import api_key_from_env
 
 __all__ = ["register", "cmd_load", "cmd_report"]
 
 
 def register(sub) -> None:
-    p = sub.add_parser("load", help="run a bounded load scenario against a local engine (or a launched manifest)",
-                       description=__doc__.splitlines()[0])
-    p.add_argument("args", nargs="+", metavar="[MANIFEST] SCENARIO", help="a manifest to launch (omit with --url) and a scenario YAML")
+    p = sub.add_parser(
+        "load",
+        help="run a bounded load scenario against a local engine (or a launched manifest)",
+        description=__doc__.splitlines()[0],
+    )
+    p.add_argument(
+        "args",
+        nargs="+",
+        metavar="[MANIFEST] SCENARIO",
+        help="a manifest to launch (omit with --url) and a scenario YAML",
+    )
     p.add_argument("--url", help="base URL of a running server, e.g. http://127.0.0.1:8000")
     p.add_argument("--out", required=True, help="output directory (events.jsonl, summary.json/md, report.html)")
     p.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
-    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --url (never needed for local engines)")
+    p.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback --url (never needed for local engines)"
+    )
     p.add_argument("--model", help="model name to request (default: scenario, launched engine, or /v1/models)")
     p.add_argument("--api-key-env", help="environment variable holding the API key for --url")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.set_defaults(func=cmd_load)
-    r = sub.add_parser("report", help="re-render summary.json, summary.md and report.html from a load run's events.jsonl")
+    r = sub.add_parser(
+        "report", help="re-render summary.json, summary.md and report.html from a load run's events.jsonl"
+    )
     r.add_argument("dir", help="a load output directory")
     r.set_defaults(func=cmd_report)
 
@@ -35,9 +47,11 @@ def _print_verdict(s: dict, out: Path) -> int:
     from harness.load.report import stopped_by
 
     m = s["metrics"]
-    line = (f"{s['scenario']}: {'PASS' if s['ok'] else 'FAIL'} · stopped by {stopped_by(s)} · "
-            f"{m['requests']['ok']}/{m['requests']['total']} ok · TTFT p50 {(m['ttft_ms']['p50'] or 0):.1f} ms · "
-            f"ITL p50 {(m['itl_ms']['p50'] or 0):.2f} ms · {(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s")
+    line = (
+        f"{s['scenario']}: {'PASS' if s['ok'] else 'FAIL'} · stopped by {stopped_by(s)} · "
+        f"{m['requests']['ok']}/{m['requests']['total']} ok · TTFT p50 {(m['ttft_ms']['p50'] or 0):.1f} ms · "
+        f"ITL p50 {(m['itl_ms']['p50'] or 0):.2f} ms · {(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s"
+    )
     print(line)
     if s.get("abort"):
         print(f"aborted: {s['abort']['detail']}")
@@ -91,8 +105,11 @@ def cmd_load(args) -> int:
         from harness.launch.session import launch
 
         with launch(manifest, run_dir=out) as engine:
-            target = Target(engine.base_url, model=args.model or getattr(engine, "served_name", None),
-                            api_key=getattr(engine, "api_key", None))
+            target = Target(
+                engine.base_url,
+                model=args.model or getattr(engine, "served_name", None),
+                api_key=getattr(engine, "api_key", None),
+            )
             run_scenario(sc, target, out, progress=progress, force=args.force)
     s = write_reports(out)
     return _print_verdict(s, out)
@@ -103,6 +120,8 @@ def cmd_report(args) -> int:
 
     out = Path(args.dir)
     if not out.is_dir():
-        raise DataError(f"{out}: {'not a directory' if out.exists() else 'no such directory'}; give a load output directory")
+        raise DataError(
+            f"{out}: {'not a directory' if out.exists() else 'no such directory'}; give a load output directory"
+        )
     s = write_reports(out)
     return _print_verdict(s, out)

@@ -34,8 +34,12 @@ def histogram(expo: Exposition, name: str) -> dict | None:
 def _delta_hist(a: dict | None, b: dict | None) -> dict | None:
     if not a or not b or a["le"] != b["le"]:
         return None
-    return {"le": b["le"], "cum": [y - x for x, y in zip(a["cum"], b["cum"])], "count": b["count"] - a["count"],
-            "sum": b["sum"] - a["sum"]}
+    return {
+        "le": b["le"],
+        "cum": [y - x for x, y in zip(a["cum"], b["cum"])],
+        "count": b["count"] - a["count"],
+        "sum": b["sum"] - a["sum"],
+    }
 
 
 def _bucket_of(h: dict, q: float) -> tuple[float, float] | None:
@@ -66,8 +70,10 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
         after = next((s for s in reversed(scrapes) if s.get("phase") == "during" and s.get("text")), None)
         if after:
             res["available"] = True
-            res["flags"].append(f"the scrape after the run failed; compared with the last scrape during it "
-                                f"(t={after['t_ns'] / 1e9:.2f} s): requests still running then make the totals differ")
+            res["flags"].append(
+                f"the scrape after the run failed; compared with the last scrape during it "
+                f"(t={after['t_ns'] / 1e9:.2f} s): requests still running then make the totals differ"
+            )
             requests = [r for r in requests if r.get("end_ns") is not None and r["end_ns"] <= after["t_ns"]]
     if not res["available"]:
         res["flags"].append("no /metrics scrape before and after the run: server cross-check skipped")
@@ -76,8 +82,10 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     flags, notes = res["flags"], res["notes"]
     if sb is None or sa is None:
         res["available"] = False
-        flags.append(f"the {'before' if sb is None else 'after'} /metrics scrape is not Prometheus text: "
-                     "server cross-check skipped")
+        flags.append(
+            f"the {'before' if sb is None else 'after'} /metrics scrape is not Prometheus text: "
+            "server cross-check skipped"
+        )
         return res
 
     usage_out = sum((r.get("usage") or {}).get("completion_tokens", 0) or 0 for r in requests)
@@ -94,18 +102,32 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
         "requests_without_usage": len(no_usage),
     }
     if srv_out is not None and srv_out != usage_out:
-        why = (f"{len(no_usage)} request(s) ended without a usage chunk (failed or cancelled); the server counts the "
-               "tokens it generated for them, the client cannot") if no_usage else "unexplained"
-        flags.append(f"output tokens: server counted {srv_out:.0f}, client usage sums to {usage_out} "
-                     f"(diff {srv_out - usage_out:+.0f}): {why}")
+        why = (
+            (
+                f"{len(no_usage)} request(s) ended without a usage chunk (failed or cancelled); the server counts the "
+                "tokens it generated for them, the client cannot"
+            )
+            if no_usage
+            else "unexplained"
+        )
+        flags.append(
+            f"output tokens: server counted {srv_out:.0f}, client usage sums to {usage_out} "
+            f"(diff {srv_out - usage_out:+.0f}): {why}"
+        )
     if srv_in is not None and srv_in != usage_in:
-        flags.append(f"prompt tokens: server counted {srv_in:.0f}, client usage sums to {usage_in} (diff {srv_in - usage_in:+.0f})"
-                     + (f"; {len(no_usage)} request(s) without usage" if no_usage else ""))
-    with_usage_chunks = sum(sum(1 for c in (r.get("ev_k") or "") if c in OUTPUT_KINDS) for r in requests if r.get("usage"))
+        flags.append(
+            f"prompt tokens: server counted {srv_in:.0f}, client usage sums to {usage_in} (diff {srv_in - usage_in:+.0f})"
+            + (f"; {len(no_usage)} request(s) without usage" if no_usage else "")
+        )
+    with_usage_chunks = sum(
+        sum(1 for c in (r.get("ev_k") or "") if c in OUTPUT_KINDS) for r in requests if r.get("usage")
+    )
     if with_usage_chunks != usage_out:
-        notes.append(f"output chunks ({with_usage_chunks}) != usage completion_tokens ({usage_out}) over requests with usage: "
-                     "some chunks carry more or fewer than one token (vLLM v1 merges pending outputs into one chunk when its API "
-                     "process falls behind the engine, so ITL is per chunk, not per token)")
+        notes.append(
+            f"output chunks ({with_usage_chunks}) != usage completion_tokens ({usage_out}) over requests with usage: "
+            "some chunks carry more or fewer than one token (vLLM v1 merges pending outputs into one chunk when its API "
+            "process falls behind the engine, so ITL is per chunk, not per token)"
+        )
 
     succ = _delta(sb, sa, "vllm:request_success_total")
     ok = sum(1 for r in requests if r["outcome"] == "ok")
@@ -114,10 +136,15 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
         flags.append(f"requests: server finished {succ:.0f} successfully, client saw {ok} ok")
 
     # TTFT: the client's first-token time (first chunk with choices, what the server times) vs the server histogram
-    h = _delta_hist(histogram(sb, "vllm:time_to_first_token_seconds"), histogram(sa, "vllm:time_to_first_token_seconds"))
-    client = sorted(r["ev_t"][i] / 1e9 for r in requests
-                    for i in [next((j for j, c in enumerate(r.get("ev_k") or "") if c in CHOICE_KINDS), None)]
-                    if i is not None)
+    h = _delta_hist(
+        histogram(sb, "vllm:time_to_first_token_seconds"), histogram(sa, "vllm:time_to_first_token_seconds")
+    )
+    client = sorted(
+        r["ev_t"][i] / 1e9
+        for r in requests
+        for i in [next((j for j, c in enumerate(r.get("ev_k") or "") if c in CHOICE_KINDS), None)]
+        if i is not None
+    )
     if h and h["count"] > 0:
         total = h["cum"][-1]
         rows, max_gap = [], 0.0
@@ -139,16 +166,30 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
                     state = "inside"
                 else:
                     state = "above"  # client-side delay beyond the server's measurement (network, client lag)
-            qs[f"p{int(q * 100)}"] = {"server_bucket_s": list(edges) if edges else None, "client_s": cq, "client_vs_bucket": state}
+            qs[f"p{int(q * 100)}"] = {
+                "server_bucket_s": list(edges) if edges else None,
+                "client_s": cq,
+                "client_vs_bucket": state,
+            }
             if state == "below":
-                flags.append(f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is below the server's bucket "
-                             f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: the two are not timing the same requests")
+                flags.append(
+                    f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is below the server's bucket "
+                    f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: the two are not timing the same requests"
+                )
             elif state == "above" and cq > edges[1] * 1.5 + 0.02:
-                flags.append(f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is well above the server's bucket "
-                             f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: delay outside the engine (HTTP layer or client)")
-        res["ttft_histogram"] = {"server_count": h["count"], "client_count": len(client),
-                                 "server_mean_s": h["sum"] / h["count"], "client_mean_s": sum(client) / len(client) if client else None,
-                                 "max_cdf_gap": round(max_gap, 4), "buckets": rows, "quantiles": qs}
+                flags.append(
+                    f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is well above the server's bucket "
+                    f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: delay outside the engine (HTTP layer or client)"
+                )
+        res["ttft_histogram"] = {
+            "server_count": h["count"],
+            "client_count": len(client),
+            "server_mean_s": h["sum"] / h["count"],
+            "client_mean_s": sum(client) / len(client) if client else None,
+            "max_cdf_gap": round(max_gap, 4),
+            "buckets": rows,
+            "quantiles": qs,
+        }
         if h["count"] != len(client):
             flags.append(f"TTFT histogram counted {h['count']:.0f} first tokens, client saw {len(client)}")
     else:
@@ -170,8 +211,9 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     return res
 
 
-def client_selfcheck(per: list[dict], client_cpu_s: float | None, wall_s: float | None,
-                     lag_warn_ms: float = 5.0) -> dict:
+def client_selfcheck(
+    per: list[dict], client_cpu_s: float | None, wall_s: float | None, lag_warn_ms: float = 5.0
+) -> dict:
     """Send lag and client CPU: is the client, not the server, the bottleneck?"""
     lags = [m["send_lag_ms"] for m in per if m.get("send_lag_ms") is not None]
     p99 = percentile(lags, 99) if lags else None
@@ -179,13 +221,19 @@ def client_selfcheck(per: list[dict], client_cpu_s: float | None, wall_s: float 
     cpu_frac = (client_cpu_s / wall_s) if client_cpu_s is not None and wall_s and wall_s >= 1.0 else None
     warnings = []
     if p99 is not None and p99 > lag_warn_ms:
-        warnings.append(f"send lag p99 {p99:.1f} ms > {lag_warn_ms} ms: requests left later than scheduled; "
-                        "the client may be the bottleneck")
+        warnings.append(
+            f"send lag p99 {p99:.1f} ms > {lag_warn_ms} ms: requests left later than scheduled; "
+            "the client may be the bottleneck"
+        )
     if cpu_frac is not None and cpu_frac > 0.85:
         warnings.append(f"the client used {cpu_frac:.0%} of a CPU core: measurements may include client queueing")
-    return {"send_lag_ms": {"p50": percentile(lags, 50), "p99": p99, "max": max(lags) if lags else None},
-            "client_cpu_s": client_cpu_s, "client_cpu_fraction": cpu_frac, "warnings": warnings,
-            "client_bound": bool(warnings)}
+    return {
+        "send_lag_ms": {"p50": percentile(lags, 50), "p99": p99, "max": max(lags) if lags else None},
+        "client_cpu_s": client_cpu_s,
+        "client_cpu_fraction": cpu_frac,
+        "warnings": warnings,
+        "client_bound": bool(warnings),
+    }
 
 
 def timeline(requests: list[dict], scrapes: list[dict], t_start_ns: int, t_end_ns: int, bin_s: float = 1.0) -> dict:
@@ -223,5 +271,10 @@ def timeline(requests: list[dict], scrapes: list[dict], t_start_ns: int, t_end_n
         gauges["kv_usage"].append(expo.value("vllm:kv_cache_usage_perc"))
         gauges["running"].append(expo.value("vllm:num_requests_running"))
         gauges["waiting"].append(expo.value("vllm:num_requests_waiting"))
-    return {"bin_s": bin_s, "output_tokens_per_s": [x / bin_s for x in toks], "requests_per_s": [x / bin_s for x in reqs],
-            "concurrency": conc, "gauges": gauges}
+    return {
+        "bin_s": bin_s,
+        "output_tokens_per_s": [x / bin_s for x in toks],
+        "requests_per_s": [x / bin_s for x in reqs],
+        "concurrency": conc,
+        "gauges": gauges,
+    }

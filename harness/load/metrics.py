@@ -7,7 +7,7 @@ this file; the names here match it. Every per-request function returns None when
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = [
     "percentile",
@@ -41,8 +41,13 @@ def distribution(values: Iterable[float | None]) -> dict:
     xs = [v for v in values if v is not None]
     if not xs:
         return {"count": 0, "mean": None, "min": None, "max": None, **{f"p{p}": None for p in PCTS}}
-    return {"count": len(xs), "mean": sum(xs) / len(xs), "min": min(xs), "max": max(xs),
-            **{f"p{p}": percentile(xs, p) for p in PCTS}}
+    return {
+        "count": len(xs),
+        "mean": sum(xs) / len(xs),
+        "min": min(xs),
+        "max": max(xs),
+        **{f"p{p}": percentile(xs, p) for p in PCTS},
+    }
 
 
 def _first(rec: dict, kinds: str) -> int | None:
@@ -140,8 +145,13 @@ def aggregate(requests: list[dict], measured_start_ns: int, end_ns: int | None, 
     finished = len(per) - outcomes.get("cancelled", 0)
     failed = finished - len(ok)
     return {
-        "requests": {"total": len(per), "ok": len(ok), "failed": failed, "outcomes": outcomes,
-                     "error_rate": (failed / finished) if finished else None},
+        "requests": {
+            "total": len(per),
+            "ok": len(ok),
+            "failed": failed,
+            "outcomes": outcomes,
+            "error_rate": (failed / finished) if finished else None,
+        },
         "duration_s": dur_s,
         "ttft_ms": distribution(m["ttft_ms"] for m in ok),
         "ttft_role_ms": distribution(m["ttft_role_ms"] for m in ok),
@@ -162,11 +172,17 @@ def aggregate(requests: list[dict], measured_start_ns: int, end_ns: int | None, 
             "total_tokens_per_s": (in_tok + out_tok) / dur_s if dur_s else None,
             "events_per_s": chunks / dur_s if dur_s else None,
         },
-        "tokens": {"output": out_tok, "prompt": in_tok,
-                   "output_source": sorted({m["output_tokens_source"] for m in ok}) or None},
-        "goodput": {"criteria": criteria or None, "good": good,
-                    "fraction": good / len(per) if per else None,
-                    "requests_per_s": good / dur_s if dur_s else None,
-                    "failing_examples": bad[:10]},
+        "tokens": {
+            "output": out_tok,
+            "prompt": in_tok,
+            "output_source": sorted({m["output_tokens_source"] for m in ok}) or None,
+        },
+        "goodput": {
+            "criteria": criteria or None,
+            "good": good,
+            "fraction": good / len(per) if per else None,
+            "requests_per_s": good / dur_s if dur_s else None,
+            "failing_examples": bad[:10],
+        },
         "_per_request": per,
     }

@@ -20,11 +20,26 @@ from harness.load.metrics import aggregate
 from harness.net import redact_url
 from harness.outputs import atomic_write_text
 
-__all__ = ["read_events", "build_summary", "evaluate_slos", "evaluate_run", "write_reports", "render_markdown",
-           "render_html", "stopped_by"]
+__all__ = [
+    "read_events",
+    "build_summary",
+    "evaluate_slos",
+    "evaluate_run",
+    "write_reports",
+    "render_markdown",
+    "render_html",
+    "stopped_by",
+]
 
-METRIC_LABELS = {"ttft_ms": "TTFT (first content)", "ttft_role_ms": "TTFT (role chunk)", "ttfb_ms": "time to first byte",
-                 "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency", "send_lag_ms": "send lag"}
+METRIC_LABELS = {
+    "ttft_ms": "TTFT (first content)",
+    "ttft_role_ms": "TTFT (role chunk)",
+    "ttfb_ms": "time to first byte",
+    "itl_ms": "ITL",
+    "tpot_ms": "TPOT",
+    "e2e_ms": "E2E latency",
+    "send_lag_ms": "send lag",
+}
 
 
 def evaluate_slos(slo: dict, agg: dict) -> list[dict]:
@@ -37,12 +52,25 @@ def evaluate_slos(slo: dict, agg: dict) -> list[dict]:
             checks.append({"name": f"{metric}.{p}", "limit": lim, "value": v, "ok": v is not None and v <= lim})
     if slo.get("min_goodput_fraction") is not None:
         v = agg["goodput"]["fraction"]
-        checks.append({"name": "goodput_fraction", "limit": slo["min_goodput_fraction"], "value": v,
-                       "ok": v is not None and v >= slo["min_goodput_fraction"], "direction": ">="})
+        checks.append(
+            {
+                "name": "goodput_fraction",
+                "limit": slo["min_goodput_fraction"],
+                "value": v,
+                "ok": v is not None and v >= slo["min_goodput_fraction"],
+                "direction": ">=",
+            }
+        )
     if slo.get("max_error_rate") is not None:
         v = agg["requests"]["error_rate"]
-        checks.append({"name": "error_rate", "limit": slo["max_error_rate"], "value": v,
-                       "ok": v is not None and v <= slo["max_error_rate"]})
+        checks.append(
+            {
+                "name": "error_rate",
+                "limit": slo["max_error_rate"],
+                "value": v,
+                "ok": v is not None and v <= slo["max_error_rate"],
+            }
+        )
     return checks
 
 
@@ -50,21 +78,45 @@ def evaluate_run(slo: dict, agg: dict, end: dict, measured: int) -> list[dict]:
     """Checks every run must pass, SLOs or not: something succeeded, failures within what the scenario tolerates,
     and (when the run ended by max_requests) every planned request was sent and recorded once."""
     req = agg["requests"]
-    checks = [{"name": "ok_requests", "limit": 1, "value": req["ok"], "ok": req["ok"] >= 1, "direction": ">=",
-               "kind": "run"}]
+    checks = [
+        {"name": "ok_requests", "limit": 1, "value": req["ok"], "ok": req["ok"] >= 1, "direction": ">=", "kind": "run"}
+    ]
     tolerated = slo.get("max_failed_requests")
     if tolerated is None and slo.get("max_error_rate") is None:
         tolerated = 0  # the scenario did not say it tolerates failures
     if tolerated is not None:
-        checks.append({"name": "failed_requests", "limit": tolerated, "value": req["failed"],
-                       "ok": req["failed"] <= tolerated, "kind": "run"})
+        checks.append(
+            {
+                "name": "failed_requests",
+                "limit": tolerated,
+                "value": req["failed"],
+                "ok": req["failed"] <= tolerated,
+                "kind": "run",
+            }
+        )
     sent = end.get("sent")
     if sent is not None:
-        checks.append({"name": "requests_recorded", "limit": sent, "value": measured, "ok": measured == sent,
-                       "direction": "==", "kind": "run"})
+        checks.append(
+            {
+                "name": "requests_recorded",
+                "limit": sent,
+                "value": measured,
+                "ok": measured == sent,
+                "direction": "==",
+                "kind": "run",
+            }
+        )
         if end.get("stop_reason") == "max_requests" and end.get("planned") is not None:
-            checks.append({"name": "planned_requests_sent", "limit": end["planned"], "value": sent,
-                           "ok": sent == end["planned"], "direction": "==", "kind": "run"})
+            checks.append(
+                {
+                    "name": "planned_requests_sent",
+                    "limit": end["planned"],
+                    "value": sent,
+                    "ok": sent == end["planned"],
+                    "direction": "==",
+                    "kind": "run",
+                }
+            )
     return checks
 
 
@@ -90,12 +142,22 @@ def build_summary(out_dir: str | Path) -> dict:
     abort = end.get("abort")
     verdict_ok = all(c["ok"] for c in checks) and stop_reason != "abort" and end != {}
     summary = {
-        "scenario": sc["name"], "scenario_source": run.get("scenario_source"), "target": redact_url(run["target"]),
-        "model": run["model"], "endpoint": run["endpoint"], "started": run.get("started"),
-        "stop_reason": stop_reason, "bound_step": end.get("bound_step"), "abort": abort,
-        "bounds": sc["bounds"], "arrival": sc["arrival"],
-        "requests_recorded": len(reqs), "warmup_requests": len(reqs) - len(measured), "planned": end.get("planned"),
-        "sent": end.get("sent"), "not_sent": end.get("not_sent"),
+        "scenario": sc["name"],
+        "scenario_source": run.get("scenario_source"),
+        "target": redact_url(run["target"]),
+        "model": run["model"],
+        "endpoint": run["endpoint"],
+        "started": run.get("started"),
+        "stop_reason": stop_reason,
+        "bound_step": end.get("bound_step"),
+        "abort": abort,
+        "bounds": sc["bounds"],
+        "arrival": sc["arrival"],
+        "requests_recorded": len(reqs),
+        "warmup_requests": len(reqs) - len(measured),
+        "planned": end.get("planned"),
+        "sent": end.get("sent"),
+        "not_sent": end.get("not_sent"),
         "wall_s": wall_s,
         "metrics": agg,
         "slo_checks": checks,
@@ -122,62 +184,97 @@ def render_markdown(s: dict) -> str:
     m = s["metrics"]
     lines = [f"# Load test `{s['scenario']}` against {s['target']} ({s['model']}, {s['endpoint']})", ""]
     verdict = "PASS" if s["ok"] else "FAIL"
-    lines.append(f"**{verdict}** · stopped by: `{stopped_by(s)}` · {m['requests']['total']} measured requests "
-                 f"({m['requests']['ok']} ok, {m['requests']['failed']} failed) + {s['warmup_requests']} warm-up · "
-                 f"duration {_fmt(m['duration_s'])} s")
+    lines.append(
+        f"**{verdict}** · stopped by: `{stopped_by(s)}` · {m['requests']['total']} measured requests "
+        f"({m['requests']['ok']} ok, {m['requests']['failed']} failed) + {s['warmup_requests']} warm-up · "
+        f"duration {_fmt(m['duration_s'])} s"
+    )
     if s.get("abort"):
-        lines += ["", f"> **Aborted** by `{s['abort']['rule']}`: {s['abort']['detail']}. Everything sent so far is recorded in events.jsonl."]
+        lines += [
+            "",
+            f"> **Aborted** by `{s['abort']['rule']}`: {s['abort']['detail']}. Everything sent so far is recorded in events.jsonl.",
+        ]
     if s.get("sent") is not None:
         lines += ["", f"Planned {s['planned']} measured requests: {s['sent']} sent, {s['not_sent']} not sent "
                       f"(the run stopped first)."]  # fmt: skip
-    lines += ["", f"Outcomes: {', '.join(f'{k} {v}' for k, v in sorted(m['requests']['outcomes'].items())) or 'none'}", "",
-              "| metric (ms) | count | mean | p50 | p90 | p95 | p99 | max |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Outcomes: {', '.join(f'{k} {v}' for k, v in sorted(m['requests']['outcomes'].items())) or 'none'}",
+        "",
+        "| metric (ms) | count | mean | p50 | p90 | p95 | p99 | max |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for key, label in METRIC_LABELS.items():
         d = m[key]
-        lines.append(f"| {label} | {d['count']} | {_fmt(d['mean'])} | {_fmt(d['p50'])} | {_fmt(d['p90'])} | {_fmt(d['p95'])} | "
-                     f"{_fmt(d['p99'])} | {_fmt(d['max'])} |")
+        lines.append(
+            f"| {label} | {d['count']} | {_fmt(d['mean'])} | {_fmt(d['p50'])} | {_fmt(d['p90'])} | {_fmt(d['p95'])} | "
+            f"{_fmt(d['p99'])} | {_fmt(d['max'])} |"
+        )
     t = m["throughput"]
-    lines += ["", f"Throughput: {_fmt(t['requests_per_s'])} req/s, {_fmt(t['output_tokens_per_s'])} output tok/s, "
-              f"{_fmt(t['total_tokens_per_s'])} total tok/s (tokens from {m['tokens']['output_source']})."]
+    lines += [
+        "",
+        f"Throughput: {_fmt(t['requests_per_s'])} req/s, {_fmt(t['output_tokens_per_s'])} output tok/s, "
+        f"{_fmt(t['total_tokens_per_s'])} total tok/s (tokens from {m['tokens']['output_source']}).",
+    ]
     g = m["goodput"]
     if g["criteria"]:
-        lines.append(f"Goodput under {g['criteria']}: {g['good']} good requests ({_fmt(g['fraction'])}), {_fmt(g['requests_per_s'])} req/s.")
+        lines.append(
+            f"Goodput under {g['criteria']}: {g['good']} good requests ({_fmt(g['fraction'])}), {_fmt(g['requests_per_s'])} req/s."
+        )
     if s["slo_checks"]:
         lines += ["", "| check | limit | value | |", "|---|---|---|---|"]
         for c in s["slo_checks"]:
-            lines.append(f"| {c['name']} | {c.get('direction', '<=')} {_fmt(c['limit'])} | {_fmt(c['value'])} | {'ok' if c['ok'] else '**FAIL**'} |")
+            lines.append(
+                f"| {c['name']} | {c.get('direction', '<=')} {_fmt(c['limit'])} | {_fmt(c['value'])} | {'ok' if c['ok'] else '**FAIL**'} |"
+            )
     sv = s["server"]
     lines += ["", "## Server cross-check"]
     if sv.get("tokens"):
         to = sv["tokens"]["output"]
-        lines.append(f"- output tokens: client chunks {to['client_chunks']}, client usage {to['client_usage']}, server {_fmt(to['server'])}")
+        lines.append(
+            f"- output tokens: client chunks {to['client_chunks']}, client usage {to['client_usage']}, server {_fmt(to['server'])}"
+        )
         tp = sv["tokens"]["prompt"]
         lines.append(f"- prompt tokens: client usage {tp['client_usage']}, server {_fmt(tp['server'])}")
     if sv.get("requests"):
-        lines.append(f"- requests: client ok {sv['requests']['client_ok']}, server success {_fmt(sv['requests']['server_success'])}")
+        lines.append(
+            f"- requests: client ok {sv['requests']['client_ok']}, server success {_fmt(sv['requests']['server_success'])}"
+        )
     th = sv.get("ttft_histogram")
     if th:
-        lines.append(f"- TTFT histogram: server count {_fmt(th['server_count'])} mean {_fmt(th['server_mean_s'] * 1e3)} ms; client "
-                     f"count {th['client_count']} mean {_fmt((th['client_mean_s'] or 0) * 1e3)} ms; max CDF gap at bucket edges {th['max_cdf_gap']}")
+        lines.append(
+            f"- TTFT histogram: server count {_fmt(th['server_count'])} mean {_fmt(th['server_mean_s'] * 1e3)} ms; client "
+            f"count {th['client_count']} mean {_fmt((th['client_mean_s'] or 0) * 1e3)} ms; max CDF gap at bucket edges {th['max_cdf_gap']}"
+        )
         for q, v in th["quantiles"].items():
             b = v["server_bucket_s"]
-            lines.append(f"  - {q}: server bucket ({_fmt(b[0] * 1e3 if b else None)}, {_fmt(b[1] * 1e3 if b else None)}] ms, "
-                         f"client {_fmt((v['client_s'] or 0) * 1e3)} ms → {v['client_vs_bucket']}")
+            lines.append(
+                f"  - {q}: server bucket ({_fmt(b[0] * 1e3 if b else None)}, {_fmt(b[1] * 1e3 if b else None)}] ms, "
+                f"client {_fmt((v['client_s'] or 0) * 1e3)} ms → {v['client_vs_bucket']}"
+            )
     sch = sv.get("scheduler")
     if sch:
-        lines.append(f"- preemptions {_fmt(sch['preemptions'])}, mean queue time {_fmt((sch['queue_time_mean_s'] or 0) * 1e3)} ms, "
-                     f"max waiting seen {_fmt(sch['max_waiting_seen'])}")
+        lines.append(
+            f"- preemptions {_fmt(sch['preemptions'])}, mean queue time {_fmt((sch['queue_time_mean_s'] or 0) * 1e3)} ms, "
+            f"max waiting seen {_fmt(sch['max_waiting_seen'])}"
+        )
     for f in sv.get("flags", []):
         lines.append(f"- ⚠ {f}")
     for n in sv.get("notes", []):
         lines.append(f"- note: {n}")
     c = s["client"]
-    lines += ["", "## Client self-check",
-              f"- send lag p50 {_fmt(c['send_lag_ms']['p50'])} ms, p99 {_fmt(c['send_lag_ms']['p99'])} ms, max {_fmt(c['send_lag_ms']['max'])} ms; "
-              f"client CPU {_fmt(c['client_cpu_s'])} s ({_fmt((c['client_cpu_fraction'] or 0) * 100)}% of one core)"]
+    lines += [
+        "",
+        "## Client self-check",
+        f"- send lag p50 {_fmt(c['send_lag_ms']['p50'])} ms, p99 {_fmt(c['send_lag_ms']['p99'])} ms, max {_fmt(c['send_lag_ms']['max'])} ms; "
+        f"client CPU {_fmt(c['client_cpu_s'])} s ({_fmt((c['client_cpu_fraction'] or 0) * 100)}% of one core)",
+    ]
     for w in c["warnings"]:
         lines.append(f"- ⚠ {w}")
-    lines += ["", "Definitions: `harness/load/DEFINITIONS.md`. Raw data: `events.jsonl` (re-render with `harness report DIR`)."]
+    lines += [
+        "",
+        "Definitions: `harness/load/DEFINITIONS.md`. Raw data: `events.jsonl` (re-render with `harness report DIR`).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -196,35 +293,58 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi + 1e-9]
 
 
-def _chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], xlabel: str, ylabel: str,
-           step: bool = False, ymax: float | None = None) -> str:
+def _chart(
+    title: str,
+    series: list[tuple[str, list[tuple[float, float]]]],
+    xlabel: str,
+    ylabel: str,
+    step: bool = False,
+    ymax: float | None = None,
+) -> str:
     W, H, L, R, T, B = 560, 300, 60, 15, 30, 45
     pts = [p for _, s in series for p in s if p[1] is not None]
     if not pts:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="80" role="img"><text x="10" y="30" '
-                f'font-size="13">{html.escape(title)}: no data</text></svg>')
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="80" role="img"><text x="10" y="30" '
+            f'font-size="13">{html.escape(title)}: no data</text></svg>'
+        )
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = 0.0, ymax if ymax is not None else max(p[1] for p in pts) * 1.05 or 1.0
     if x1 <= x0:
         x1 = x0 + 1
-    sx = lambda x: L + (x - x0) / (x1 - x0) * (W - L - R)
-    sy = lambda y: H - B - (y - y0) / (y1 - y0) * (H - T - B)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
-           f'aria-label="{html.escape(title)}" class="chart">',
-           f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
-           f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="#333"/>',
-           f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="#333"/>']
+
+    def sx(x: float) -> float:
+        return L + (x - x0) / (x1 - x0) * (W - L - R)
+
+    def sy(y: float) -> float:
+        return H - B - (y - y0) / (y1 - y0) * (H - T - B)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
+        f'aria-label="{html.escape(title)}" class="chart">',
+        f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{html.escape(title)}</text>',
+        f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="#333"/>',
+        f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="#333"/>',
+    ]
     for tx in _nice_ticks(x0, x1):
         if x0 <= tx <= x1:
-            out.append(f'<line x1="{sx(tx):.1f}" y1="{H - B}" x2="{sx(tx):.1f}" y2="{H - B + 4}" stroke="#333"/>'
-                       f'<text x="{sx(tx):.1f}" y="{H - B + 16}" text-anchor="middle" font-size="11">{tx:g}</text>')
+            out.append(
+                f'<line x1="{sx(tx):.1f}" y1="{H - B}" x2="{sx(tx):.1f}" y2="{H - B + 4}" stroke="#333"/>'
+                f'<text x="{sx(tx):.1f}" y="{H - B + 16}" text-anchor="middle" font-size="11">{tx:g}</text>'
+            )
     for ty in _nice_ticks(y0, y1):
         if y0 <= ty <= y1:
-            out.append(f'<line x1="{L}" y1="{sy(ty):.1f}" x2="{W - R}" y2="{sy(ty):.1f}" stroke="#eee"/>'
-                       f'<text x="{L - 5}" y="{sy(ty) + 4:.1f}" text-anchor="end" font-size="11">{ty:g}</text>')
-    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 8}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>')
-    out.append(f'<text x="14" y="{(T + H - B) / 2}" text-anchor="middle" font-size="12" '
-               f'transform="rotate(-90 14 {(T + H - B) / 2})">{html.escape(ylabel)}</text>')
+            out.append(
+                f'<line x1="{L}" y1="{sy(ty):.1f}" x2="{W - R}" y2="{sy(ty):.1f}" stroke="#eee"/>'
+                f'<text x="{L - 5}" y="{sy(ty) + 4:.1f}" text-anchor="end" font-size="11">{ty:g}</text>'
+            )
+    out.append(
+        f'<text x="{(L + W - R) / 2}" y="{H - 8}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>'
+    )
+    out.append(
+        f'<text x="14" y="{(T + H - B) / 2}" text-anchor="middle" font-size="12" '
+        f'transform="rotate(-90 14 {(T + H - B) / 2})">{html.escape(ylabel)}</text>'
+    )
     for i, (name, s) in enumerate(series):
         s = [p for p in s if p[1] is not None]
         if not s:
@@ -237,8 +357,10 @@ def _chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], xlab
             prev = y
         color = COLORS[i % len(COLORS)]
         out.append(f'<path class="series" d="{" ".join(d)}" fill="none" stroke="{color}" stroke-width="1.8"/>')
-        out.append(f'<rect x="{W - R - 170}" y="{T + 4 + 16 * i}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{W - R - 155}" y="{T + 13 + 16 * i}" font-size="11">{html.escape(name)}</text>')
+        out.append(
+            f'<rect x="{W - R - 170}" y="{T + 4 + 16 * i}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{W - R - 155}" y="{T + 13 + 16 * i}" font-size="11">{html.escape(name)}</text>'
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -255,37 +377,85 @@ def _cdf(values: list[float]) -> list[tuple[float, float]]:
 def charts(s: dict, per: list[dict]) -> list[str]:
     ok = [m for m in per if m["ok"]]
     out = [
-        _chart("Latency CDF: TTFT and E2E", [("TTFT content", _cdf([m["ttft_ms"] for m in ok])),
-                                             ("TTFT role chunk", _cdf([m["ttft_role_ms"] for m in ok])),
-                                             ("E2E", _cdf([m["e2e_ms"] for m in ok]))], "ms", "fraction of requests", ymax=1.0),
-        _chart("Latency CDF: ITL and TPOT", [("ITL (pooled)", _cdf([x for m in ok for x in m["itl_ms"]])),
-                                             ("TPOT (per request)", _cdf([m["tpot_ms"] for m in ok]))], "ms", "fraction", ymax=1.0),
+        _chart(
+            "Latency CDF: TTFT and E2E",
+            [
+                ("TTFT content", _cdf([m["ttft_ms"] for m in ok])),
+                ("TTFT role chunk", _cdf([m["ttft_role_ms"] for m in ok])),
+                ("E2E", _cdf([m["e2e_ms"] for m in ok])),
+            ],
+            "ms",
+            "fraction of requests",
+            ymax=1.0,
+        ),
+        _chart(
+            "Latency CDF: ITL and TPOT",
+            [
+                ("ITL (pooled)", _cdf([x for m in ok for x in m["itl_ms"]])),
+                ("TPOT (per request)", _cdf([m["tpot_ms"] for m in ok])),
+            ],
+            "ms",
+            "fraction",
+            ymax=1.0,
+        ),
     ]
     tl = s["timeline"]
     b = tl["bin_s"]
-    out.append(_chart("Throughput over time", [("output tok/s", [(i * b, v) for i, v in enumerate(tl["output_tokens_per_s"])]),
-                                               ("requests/s ×100", [(i * b, v * 100) for i, v in enumerate(tl["requests_per_s"])])],
-                      "s since measured start", "per second", step=True))
-    out.append(_chart("Client concurrency (requests in flight)", [("in flight", tl["concurrency"])], "s", "requests", step=True))
+    out.append(
+        _chart(
+            "Throughput over time",
+            [
+                ("output tok/s", [(i * b, v) for i, v in enumerate(tl["output_tokens_per_s"])]),
+                ("requests/s ×100", [(i * b, v * 100) for i, v in enumerate(tl["requests_per_s"])]),
+            ],
+            "s since measured start",
+            "per second",
+            step=True,
+        )
+    )
+    out.append(
+        _chart(
+            "Client concurrency (requests in flight)", [("in flight", tl["concurrency"])], "s", "requests", step=True
+        )
+    )
     g = tl["gauges"]
     if any(v is not None for v in g["kv_usage"]):
-        out.append(_chart("Server KV cache usage (scraped)", [("kv_cache_usage_perc ×100", [(t, v * 100 if v is not None else None) for t, v in zip(g["t"], g["kv_usage"])])],
-                          "s", "% used", step=True))
-        out.append(_chart("Server queue (scraped)", [("running", list(zip(g["t"], g["running"]))), ("waiting", list(zip(g["t"], g["waiting"])))],
-                          "s", "requests", step=True))
+        out.append(
+            _chart(
+                "Server KV cache usage (scraped)",
+                [
+                    (
+                        "kv_cache_usage_perc ×100",
+                        [(t, v * 100 if v is not None else None) for t, v in zip(g["t"], g["kv_usage"])],
+                    )
+                ],
+                "s",
+                "% used",
+                step=True,
+            )
+        )
+        out.append(
+            _chart(
+                "Server queue (scraped)",
+                [("running", list(zip(g["t"], g["running"]))), ("waiting", list(zip(g["t"], g["waiting"])))],
+                "s",
+                "requests",
+                step=True,
+            )
+        )
     return out
 
 
 def render_html(s: dict, md: str, per: list[dict]) -> str:
-    svgs = "\n".join(f'<figure>{c}</figure>' for c in charts(s, per))
+    svgs = "\n".join(f"<figure>{c}</figure>" for c in charts(s, per))
     data = json.dumps({k: v for k, v in s.items() if k != "timeline"}, indent=1, default=str)
     status = "PASS" if s["ok"] else "FAIL"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>harness load: {html.escape(s['scenario'])} — {status}</title>
+<html lang="en"><head><meta charset="utf-8"><title>harness load: {html.escape(s["scenario"])} — {status}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:20px;max-width:1180px}} figure{{display:inline-block;margin:6px;border:1px solid #ddd;padding:4px}}
 pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap}} .PASS{{color:#1a7f37}} .FAIL{{color:#c00}}</style></head>
-<body><h1>Load test <code>{html.escape(s['scenario'])}</code> <span class="{status}" id="verdict">{status}</span></h1>
-<p>{html.escape(s['target'])} · model <code>{html.escape(str(s['model']))}</code> · stopped by <b>{html.escape(stopped_by(s))}</b></p>
+<body><h1>Load test <code>{html.escape(s["scenario"])}</code> <span class="{status}" id="verdict">{status}</span></h1>
+<p>{html.escape(s["target"])} · model <code>{html.escape(str(s["model"]))}</code> · stopped by <b>{html.escape(stopped_by(s))}</b></p>
 <section id="charts">{svgs}</section>
 <h2>Summary</h2><pre id="summary-md">{html.escape(md)}</pre>
 <details><summary>summary.json</summary><pre>{html.escape(data)}</pre></details>
@@ -299,8 +469,12 @@ def write_reports(out_dir: str | Path) -> dict:
     ev = read_events(out_dir / "events.jsonl")
     per = aggregate(ev["requests"], 0, None)["_per_request"]
     md = render_markdown(s)
-    atomic_write_text(out_dir / "summary.json", json.dumps(s, indent=1, default=str, allow_nan=False) + "\n"
-                      if _finite(s) else json.dumps(_clean(s), indent=1, default=str) + "\n")
+    atomic_write_text(
+        out_dir / "summary.json",
+        json.dumps(s, indent=1, default=str, allow_nan=False) + "\n"
+        if _finite(s)
+        else json.dumps(_clean(s), indent=1, default=str) + "\n",
+    )
     atomic_write_text(out_dir / "summary.md", md)
     atomic_write_text(out_dir / "report.html", render_html(s, md, per))
     return s

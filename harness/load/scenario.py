@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -69,7 +70,7 @@ class Arrival(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0, le=4096)  # optional cap for open-loop kinds
 
     @model_validator(mode="after")
-    def _needs(self) -> "Arrival":
+    def _needs(self) -> Arrival:
         need = {
             "constant": ("rate",),
             "poisson": ("rate",),
@@ -97,7 +98,7 @@ class Lengths(_Strict):
     path: str | None = Field(default=None, min_length=1, max_length=4096)
 
     @model_validator(mode="after")
-    def _needs(self) -> "Lengths":
+    def _needs(self) -> Lengths:
         if self.kind == "fixed" and (self.value is None or self.min is not None or self.max is not None or self.path):
             raise ValueError("kind 'fixed' takes exactly 'value'")
         if self.kind == "uniform":
@@ -105,7 +106,9 @@ class Lengths(_Strict):
                 raise ValueError("kind 'uniform' takes exactly 'min' and 'max'")
             if self.min > self.max:
                 raise ValueError(f"min {self.min} > max {self.max}")
-        if self.kind == "file" and (not self.path or self.value is not None or self.min is not None or self.max is not None):
+        if self.kind == "file" and (
+            not self.path or self.value is not None or self.min is not None or self.max is not None
+        ):
             raise ValueError("kind 'file' takes exactly 'path'")
         return self
 
@@ -149,7 +152,9 @@ class Abort(_Strict):
     """Checked after every finished request; tripping one stops the run early (data so far is kept)."""
 
     max_error_rate: float | None = Field(default=None, gt=0, le=1)
-    min_requests: int = Field(default=10, gt=0, le=100_000)  # error rate is only judged after this many finished requests
+    min_requests: int = Field(
+        default=10, gt=0, le=100_000
+    )  # error rate is only judged after this many finished requests
     max_consecutive_failures: int | None = Field(default=None, gt=0, le=100_000)
     max_send_lag_ms: float | None = Field(default=None, gt=0, le=3_600_000)  # median send lag over the last 20 sends
 
@@ -162,7 +167,9 @@ class Scenario(_Strict):
     name: str = Field(min_length=1, max_length=100)
     description: str = Field(default="", max_length=10_000)
     endpoint: Literal["chat", "completions"] = "chat"
-    model: str | None = Field(default=None, min_length=1, max_length=512)  # default: the engine's served name (or /v1/models)
+    model: str | None = Field(
+        default=None, min_length=1, max_length=512
+    )  # default: the engine's served name (or /v1/models)
     seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
     bounds: Bounds
     arrival: Arrival
@@ -207,7 +214,9 @@ def _read_lengths(scenario_path: Path, field: str, rel: str) -> tuple[int, ...]:
 def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
     path = Path(path)
     if not isinstance(raw, dict):
-        raise ManifestError(path, "(top level)", "must be a mapping with name, bounds, arrival, prompt_tokens, output_tokens")
+        raise ManifestError(
+            path, "(top level)", "must be a mapping with name, bounds, arrival, prompt_tokens, output_tokens"
+        )
     for k in ("source", "prompt_lengths_list", "output_lengths_list"):
         if k in raw:
             raise ManifestError(path, k, "Extra inputs are not permitted")
@@ -251,7 +260,9 @@ def load_scenario(path: str | Path) -> Scenario:
 @dataclass(frozen=True)
 class PlannedRequest:
     index: int
-    offset_s: float | None  # intended send time after the measured phase starts; None = closed loop (sent when a slot frees)
+    offset_s: (
+        float | None
+    )  # intended send time after the measured phase starts; None = closed loop (sent when a slot frees)
     prompt: str
     prompt_units: int
     max_tokens: int

@@ -18,7 +18,9 @@ def run_stage(ctx: StageContext) -> StageResult:
     sc = load_scenario(DEFAULT_SCENARIO)
     out = ctx.run_dir / "load"
     eng = ctx.engine
-    target = Target(eng.base_url, model=getattr(eng, "served_name", None) or None, api_key=getattr(eng, "api_key", None))
+    target = Target(
+        eng.base_url, model=getattr(eng, "served_name", None) or None, api_key=getattr(eng, "api_key", None)
+    )
     try:
         run_scenario(sc, target, out, progress=False)
     except OutputError as exc:  # an earlier result in this run directory: a failed stage, not a lost result
@@ -26,16 +28,27 @@ def run_stage(ctx: StageContext) -> StageResult:
     s = write_reports(out)
     m = s["metrics"]
     failed = [c["name"] for c in s["slo_checks"] if not c["ok"]]
-    summary = (f"{m['requests']['ok']}/{m['requests']['total']} ok, stopped by {stopped_by(s)}, "
-               f"TTFT p50 {(m['ttft_ms']['p50'] or 0):.0f} ms, ITL p50 {(m['itl_ms']['p50'] or 0):.1f} ms, "
-               f"{(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s"
-               + (f"; SLO failed: {', '.join(failed)}" if failed else "")
-               + (f"; aborted: {s['abort']['detail']}" if s.get("abort") else "")
-               + (f"; {len(s['server']['flags'])} cross-check flag(s)" if s["server"].get("flags") else ""))
+    summary = (
+        f"{m['requests']['ok']}/{m['requests']['total']} ok, stopped by {stopped_by(s)}, "
+        f"TTFT p50 {(m['ttft_ms']['p50'] or 0):.0f} ms, ITL p50 {(m['itl_ms']['p50'] or 0):.1f} ms, "
+        f"{(m['throughput']['output_tokens_per_s'] or 0):.0f} out tok/s"
+        + (f"; SLO failed: {', '.join(failed)}" if failed else "")
+        + (f"; aborted: {s['abort']['detail']}" if s.get("abort") else "")
+        + (f"; {len(s['server']['flags'])} cross-check flag(s)" if s["server"].get("flags") else "")
+    )
     return StageResult(
-        name="load", ok=s["ok"], summary=summary,
-        data={"report": str(out / "report.html"), "summary": str(out / "summary.json"), "stop_reason": s["stop_reason"],
-              "abort": s.get("abort"), "slo_failed": failed, "cross_check_flags": s["server"].get("flags", []),
-              "ttft_p50_ms": m["ttft_ms"]["p50"], "itl_p50_ms": m["itl_ms"]["p50"],
-              "output_tokens_per_s": m["throughput"]["output_tokens_per_s"]},
+        name="load",
+        ok=s["ok"],
+        summary=summary,
+        data={
+            "report": str(out / "report.html"),
+            "summary": str(out / "summary.json"),
+            "stop_reason": s["stop_reason"],
+            "abort": s.get("abort"),
+            "slo_failed": failed,
+            "cross_check_flags": s["server"].get("flags", []),
+            "ttft_p50_ms": m["ttft_ms"]["p50"],
+            "itl_p50_ms": m["itl_ms"]["p50"],
+            "output_tokens_per_s": m["throughput"]["output_tokens_per_s"],
+        },
     )

@@ -54,8 +54,16 @@ class _Conn:
 class _Body(httpx.AsyncByteStream):
     """Yields de-chunked body bytes, one piece per socket read; returns the connection to the pool when complete."""
 
-    def __init__(self, transport: "FastTransport", conn: _Conn, rest: bytes, chunked: bool, length: int | None,
-                 keep: bool, read_timeout: float | None):
+    def __init__(
+        self,
+        transport: FastTransport,
+        conn: _Conn,
+        rest: bytes,
+        chunked: bool,
+        length: int | None,
+        keep: bool,
+        read_timeout: float | None,
+    ):
         self.t, self.conn, self.rest, self.chunked, self.length = transport, conn, rest, chunked, length
         self.keep, self.timeout, self.done = keep, read_timeout, False
 
@@ -232,7 +240,7 @@ class FastTransport(httpx.AsyncBaseTransport):
                     if not more:
                         raise httpx.RemoteProtocolError("server disconnected without sending a response")
                     data += more
-                    if len(data) > MAX_HEAD_BYTES and b"\r\n\r\n" not in data[:MAX_HEAD_BYTES + 4]:
+                    if len(data) > MAX_HEAD_BYTES and b"\r\n\r\n" not in data[: MAX_HEAD_BYTES + 4]:
                         raise _protocol_error(f"no end of headers within {MAX_HEAD_BYTES} bytes")
                 break
             except httpx.RemoteProtocolError:
@@ -255,7 +263,9 @@ class FastTransport(httpx.AsyncBaseTransport):
         if request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             length = 0
         stream = _Body(self, conn, rest, chunked, length, keep, t.get("read"))
-        return httpx.Response(status, headers=headers, stream=stream, request=request, extensions={"http_version": b"HTTP/1.1"})
+        return httpx.Response(
+            status, headers=headers, stream=stream, request=request, extensions={"http_version": b"HTTP/1.1"}
+        )
 
     async def aclose(self) -> None:
         for pool in self._idle.values():

@@ -87,8 +87,12 @@ class Exposition:
         The parser names a counter's samples `<name>_total` even when the text wrote `<name>` (TGI's exporter writes
         `tgi_request_count 5`), so the name as written finds them as well."""
         names = {name, name + "_total"}
-        return [s for f in self.families.values() for s in f.samples
-                if s.name in names and all(s.labels.get(k) == v for k, v in labels.items())]
+        return [
+            s
+            for f in self.families.values()
+            for s in f.samples
+            if s.name in names and all(s.labels.get(k) == v for k, v in labels.items())
+        ]
 
     def value(self, name: str, /, **labels: str) -> float | None:
         """The sum over every matching series (one engine, one model: a single series); None when there is none."""
@@ -113,8 +117,12 @@ class Exposition:
         if not buckets:
             return None
         les = sorted(buckets)
-        return Histogram(tuple(les), tuple(buckets[x] for x in les), self.value(name + "_count") or 0.0,
-                         self.value(name + "_sum") or 0.0)
+        return Histogram(
+            tuple(les),
+            tuple(buckets[x] for x in les),
+            self.value(name + "_count") or 0.0,
+            self.value(name + "_sum") or 0.0,
+        )
 
 
 def _check_size(text: str, where: str) -> None:
@@ -151,4 +159,3 @@ def parse_exposition(text: str, where: str = "/metrics") -> Exposition:
         detail = f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
         raise DataError(f"{where}: not Prometheus text exposition: {detail}") from None
     return Exposition({name: Family(name, typ, tuple(samples)) for name, (typ, samples) in grouped.items()})
-

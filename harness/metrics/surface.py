@@ -23,8 +23,21 @@ __all__ = ["IGNORED_VALUE_LABELS", "Surface", "diff_surfaces", "names_in_source"
 
 Surface = dict[str, dict[str, Any]]  # family name -> {"type", "labels", "values"}
 
-IGNORED_VALUE_LABELS = {"model_name", "engine", "le", "quantile", "handler", "method", "status", "version",
-                        "implementation", "major", "minor", "patchlevel", "gen"}
+IGNORED_VALUE_LABELS = {
+    "model_name",
+    "engine",
+    "le",
+    "quantile",
+    "handler",
+    "method",
+    "status",
+    "version",
+    "implementation",
+    "major",
+    "minor",
+    "patchlevel",
+    "gen",
+}
 
 
 def surface_from_text(text: str) -> Surface:
@@ -85,7 +98,14 @@ def _rename_candidates(removed: list[str], added: list[str], old: Surface, new: 
                 best, score = a, sc
         if best is not None and score >= 0.85:
             used.add(best)
-            pairs.append({"old": r, "new": best, "similarity": round(score, 2), "note": "possibly renamed (same type, similar name)"})
+            pairs.append(
+                {
+                    "old": r,
+                    "new": best,
+                    "similarity": round(score, 2),
+                    "note": "possibly renamed (same type, similar name)",
+                }
+            )
     return pairs
 
 
@@ -109,13 +129,26 @@ def diff_surfaces(old: Surface, new: Surface, new_source_names: set[str] | None 
         for lab in sorted(set(o["values"]) & set(w["values"])):
             va, vb = o["values"][lab], w["values"][lab]
             if va != vb:
-                value_changes.append({"name": n, "label": lab, "old": va if len(va) > 1 else (va[0] if va else None),
-                                      "new": vb if len(vb) > 1 else (vb[0] if vb else None)})
+                value_changes.append(
+                    {
+                        "name": n,
+                        "label": lab,
+                        "old": va if len(va) > 1 else (va[0] if va else None),
+                        "new": vb if len(vb) > 1 else (vb[0] if vb else None),
+                    }
+                )
     return {
         "added": [{"name": n, "type": new[n]["type"], "labels": new[n]["labels"]} for n in added if n not in ren_new],
         "removed": [{"name": n, "type": old[n]["type"], "labels": old[n]["labels"]} for n in removed],
-        "hidden": [{"name": n, "type": old[n]["type"], "note": "absent from /metrics but still in the new engine's source "
-                    "(hidden behind a flag, or conditional)"} for n in hidden],
+        "hidden": [
+            {
+                "name": n,
+                "type": old[n]["type"],
+                "note": "absent from /metrics but still in the new engine's source "
+                "(hidden behind a flag, or conditional)",
+            }
+            for n in hidden
+        ],
         "renamed": renamed,
         "type_changed": type_changed,
         "label_changes": label_changes,

@@ -12,8 +12,11 @@ __all__ = ["register", "cmd_upgrade"]
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from harness.golden.diff import DEFAULT_MARGIN, DEFAULT_TOLERANCE
 
-    u = sub.add_parser("upgrade", help="run OLD and NEW engines in turn and write one upgrade report (golden, metrics, "
-                                       "conformance, arguments) with a verdict safe/review/blocking")
+    u = sub.add_parser(
+        "upgrade",
+        help="run OLD and NEW engines in turn and write one upgrade report (golden, metrics, "
+        "conformance, arguments) with a verdict safe/review/blocking",
+    )
     u.add_argument("old_manifest")
     u.add_argument("new_manifest")
     u.add_argument("--out", type=Path, required=True, help="report directory (upgrade.json, upgrade.md, recordings)")
@@ -34,9 +37,17 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from harness.upgrade.run import run_upgrade
 
     check_thresholds(args.tolerance, args.margin)
-    report = run_upgrade(args.old_manifest, args.new_manifest, args.out, prompts=args.prompts,
-                         tolerance=args.tolerance, margin=args.margin, conformance=not args.no_conformance,
-                         force=args.force, say=_say)
+    report = run_upgrade(
+        args.old_manifest,
+        args.new_manifest,
+        args.out,
+        prompts=args.prompts,
+        tolerance=args.tolerance,
+        margin=args.margin,
+        conformance=not args.no_conformance,
+        force=args.force,
+        say=_say,
+    )
     print(f"verdict: {report['verdict']['verdict']}")
     for r in report["verdict"]["reasons"]:
         print(f"  - [{r['level']}] {r['text']}")

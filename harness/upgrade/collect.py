@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.client import make_sync_client, wire_errors
 from harness.errors import HarnessError, WireError
@@ -44,11 +45,19 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
         for r in report.results:
             d = r.to_dict()
             cases[d["id"]] = {k: d.get(k) for k in ("verdict", "level", "behaviour", "note", "requirement")}
-        return {"available": True, "expectations": exp.name, "cases": cases, "counts": report.counts(),
-                "aborted": report.aborted}
+        return {
+            "available": True,
+            "expectations": exp.name,
+            "cases": cases,
+            "counts": report.counts(),
+            "aborted": report.aborted,
+        }
     except Exception as exc:  # noqa: BLE001
-        return {"available": False, "reason": f"conformance suite failed: {type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc()[-2000:]}
+        return {
+            "available": False,
+            "reason": f"conformance suite failed: {type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-2000:],
+        }
 
 
 def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
@@ -60,15 +69,26 @@ def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
         return None
 
 
-def collect_side(manifest: Manifest, out: Path, sets: list[PromptSet], *, expectations: str, conformance: bool,
-                 say: Callable[[str], None]) -> Side:
+def collect_side(
+    manifest: Manifest,
+    out: Path,
+    sets: list[PromptSet],
+    *,
+    expectations: str,
+    conformance: bool,
+    say: Callable[[str], None],
+) -> Side:
     """Launch one engine and collect everything the comparison needs. Never raises for an engine failure."""
     from harness.golden.record import record_with_engine
     from harness.launch.session import launch
     from harness.metrics.surface import surface_from_text
 
-    side: Side = {"manifest": str(manifest.path), "name": manifest.name, "ok": False,
-                            "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version}}
+    side: Side = {
+        "manifest": str(manifest.path),
+        "name": manifest.name,
+        "ok": False,
+        "engine": {"kind": manifest.engine.kind, "version": manifest.engine.version},
+    }
     t0 = time.perf_counter()
     try:
         with launch(manifest, run_dir=out / manifest.name / "run", quiet=False) as engine:
@@ -91,8 +111,9 @@ def collect_side(manifest: Manifest, out: Path, sets: list[PromptSet], *, expect
                 side["metrics_error"] = f"/metrics: {getattr(r, 'status_code', 'no answer')}"
             r = _get(engine.base_url, "/v1/models", key)
             if r is not None and r.status_code == 200:
-                side["models"] = [{k: m.get(k) for k in ("id", "max_model_len", "owned_by", "root")}
-                                  for m in r.json().get("data", [])]
+                side["models"] = [
+                    {k: m.get(k) for k in ("id", "max_model_len", "owned_by", "root")} for m in r.json().get("data", [])
+                ]
             if conformance:
                 say(f"[{manifest.name}] conformance suite under expectations {expectations}")
                 t = time.perf_counter()

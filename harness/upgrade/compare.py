@@ -12,8 +12,14 @@ from harness.manifest import Manifest
 from harness.secrets import shown_env_value
 from harness.upgrade.model import Comparison, Side
 
-__all__ = ["compare_sides", "manifest_changes", "golden_changes", "wire_changes", "metric_changes",
-           "conformance_changes"]
+__all__ = [
+    "compare_sides",
+    "manifest_changes",
+    "golden_changes",
+    "wire_changes",
+    "metric_changes",
+    "conformance_changes",
+]
 
 
 def _lock_changes(old: Manifest, new: Manifest) -> dict[str, Any]:
@@ -23,8 +29,11 @@ def _lock_changes(old: Manifest, new: Manifest) -> dict[str, Any]:
         return {}
     a, b = parse_lock(old.lock_path), parse_lock(new.lock_path)
     changed = {k: [a[k], b[k]] for k in sorted(set(a) & set(b)) if a[k] != b[k]}
-    return {"added": {k: b[k] for k in sorted(set(b) - set(a))}, "removed": {k: a[k] for k in sorted(set(a) - set(b))},
-            "changed": changed}
+    return {
+        "added": {k: b[k] for k in sorted(set(b) - set(a))},
+        "removed": {k: a[k] for k in sorted(set(a) - set(b))},
+        "changed": changed,
+    }
 
 
 def manifest_changes(old: Manifest, new: Manifest) -> dict[str, Any]:
@@ -32,15 +41,21 @@ def manifest_changes(old: Manifest, new: Manifest) -> dict[str, Any]:
     oe, ne = dict(old.server.env), dict(new.server.env)
     return {
         "engine_version": [old.engine.version, new.engine.version],
-        "args_added": [x for x in na if x not in oa], "args_removed": [x for x in oa if x not in na],
+        "args_added": [x for x in na if x not in oa],
+        "args_removed": [x for x in oa if x not in na],
         "args_identical": oa == na,
         # compared on the real values, shown redacted: a token in server.env never reaches the report
-        "env_changed": {k: [shown_env_value(k, oe.get(k)), shown_env_value(k, ne.get(k))]
-                        for k in sorted(set(oe) | set(ne)) if oe.get(k) != ne.get(k)},
+        "env_changed": {
+            k: [shown_env_value(k, oe.get(k)), shown_env_value(k, ne.get(k))]
+            for k in sorted(set(oe) | set(ne))
+            if oe.get(k) != ne.get(k)
+        },
         "model_same": old.model.sha256 == new.model.sha256,
         "lock": _lock_changes(old, new),
-        "python_runtime": [old.runtime.python.model_dump() if old.runtime.python else None,
-                           new.runtime.python.model_dump() if new.runtime.python else None],
+        "python_runtime": [
+            old.runtime.python.model_dump() if old.runtime.python else None,
+            new.runtime.python.model_dump() if new.runtime.python else None,
+        ],
     }
 
 
@@ -50,8 +65,9 @@ def golden_changes(old_dir: str, new_dir: str, *, tolerance: float, margin: floa
     from harness.golden.store import load_recording
 
     try:
-        return diff_recordings(load_recording(old_dir), load_recording(new_dir), tolerance=tolerance,
-                               margin=margin).to_json()
+        return diff_recordings(
+            load_recording(old_dir), load_recording(new_dir), tolerance=tolerance, margin=margin
+        ).to_json()
     except (RefusedError, HarnessError) as exc:
         return {"refused": str(exc)}
 
@@ -74,8 +90,10 @@ def wire_changes(old_dir: str, new_dir: str) -> dict[str, Any]:
     wo, wn = _wire(old_dir), _wire(new_dir)
     return {
         "wire": {
-            ep: {"added": sorted(set(wn["keys"].get(ep, [])) - set(wo["keys"].get(ep, []))),
-                 "removed": sorted(set(wo["keys"].get(ep, [])) - set(wn["keys"].get(ep, [])))}
+            ep: {
+                "added": sorted(set(wn["keys"].get(ep, [])) - set(wo["keys"].get(ep, []))),
+                "removed": sorted(set(wo["keys"].get(ep, [])) - set(wn["keys"].get(ep, []))),
+            }
             for ep in sorted(set(wo["keys"]) | set(wn["keys"]))
         },
         "system_fingerprint": {"old": wo["system_fingerprints"], "new": wn["system_fingerprints"]},
@@ -102,14 +120,23 @@ def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any
     rows = []
     for cid in sorted(set(oc["cases"]) | set(nc["cases"])):
         a, b = oc["cases"].get(cid, {}), nc["cases"].get(cid, {})
-        rows.append({"id": cid, "level": (a or b).get("level"), "old": a.get("verdict", "absent"),
-                     "new": b.get("verdict", "absent"), "old_behaviour": a.get("behaviour", ""),
-                     "new_behaviour": b.get("behaviour", ""), "new_note": b.get("note", "")})
+        rows.append(
+            {
+                "id": cid,
+                "level": (a or b).get("level"),
+                "old": a.get("verdict", "absent"),
+                "new": b.get("verdict", "absent"),
+                "old_behaviour": a.get("behaviour", ""),
+                "new_behaviour": b.get("behaviour", ""),
+                "new_note": b.get("note", ""),
+            }
+        )
     return {"expectations": oc.get("expectations"), "cases": rows}
 
 
-def compare_sides(old_m: Manifest, new_m: Manifest, old: Side, new: Side, *, tolerance: float,
-                  margin: float) -> Comparison:
+def compare_sides(
+    old_m: Manifest, new_m: Manifest, old: Side, new: Side, *, tolerance: float, margin: float
+) -> Comparison:
     cmp: Comparison = {"manifest": manifest_changes(old_m, new_m)}
     if old.get("golden_dir") and new.get("golden_dir"):
         cmp["golden"] = golden_changes(old["golden_dir"], new["golden_dir"], tolerance=tolerance, margin=margin)

@@ -14,7 +14,8 @@ Each rule takes (old side, new side, comparison) and returns its reasons in the 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.upgrade.model import Comparison, Reason, Side
 
@@ -23,13 +24,17 @@ __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
 # Conformance deviations that an upgrade makes by definition (the old expectations name the old version).
 EXPECTED_BEHAVIOURS = {"version-mismatch"}
 
+
 def _reason(level: str, text: str) -> Reason:
     return {"level": level, "text": text}
 
 
 def engines(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    return [_reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
-            for side, label in ((old, "old"), (new, "new")) if not side.get("ok")]
+    return [
+        _reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
+        for side, label in ((old, "old"), (new, "new"))
+        if not side.get("ok")
+    ]
 
 
 def _prompt_ids(g: dict[str, Any], status: str) -> str:
@@ -48,12 +53,21 @@ def golden(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
         if c.get(st):
             out.append(_reason("blocking", f"golden: {c[st]} prompt(s) {st}: {_prompt_ids(g, st)}"))
     if c.get("near-tie"):
-        out.append(_reason("review", f"golden: {c['near-tie']} near-tie divergence(s) (fair greedy choices): "
-                                     f"{_prompt_ids(g, 'near-tie')}"))
+        out.append(
+            _reason(
+                "review",
+                f"golden: {c['near-tie']} near-tie divergence(s) (fair greedy choices): {_prompt_ids(g, 'near-tie')}",
+            )
+        )
     if c.get("resampled"):
-        out.append(_reason("review", f"golden: {c['resampled']} seeded-sampling prompt(s) draw different tokens from "
-                                     f"the same distribution (a fixed seed no longer reproduces old outputs): "
-                                     f"{_prompt_ids(g, 'resampled')}"))
+        out.append(
+            _reason(
+                "review",
+                f"golden: {c['resampled']} seeded-sampling prompt(s) draw different tokens from "
+                f"the same distribution (a fixed seed no longer reproduces old outputs): "
+                f"{_prompt_ids(g, 'resampled')}",
+            )
+        )
     if not any(c.get(s) for s in ("regression", "missing", "incomparable", "near-tie", "resampled")):
         out.append(_reason("info", f"golden: all {sum(c.values())} prompts identical or equivalent ({c})"))
     hw = g.get("hardware") or {}
@@ -68,8 +82,13 @@ def metrics(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
         both_ran = old.get("ok") and new.get("ok")
         return [_reason("review", "metrics surface not compared (a /metrics scrape failed)")] if both_ran else []
     out = []
-    for key, what in (("removed", "removed"), ("hidden", "hidden"), ("renamed", "possibly renamed"),
-                      ("type_changed", "changed type"), ("label_changes", "changed label names")):
+    for key, what in (
+        ("removed", "removed"),
+        ("hidden", "hidden"),
+        ("renamed", "possibly renamed"),
+        ("type_changed", "changed type"),
+        ("label_changes", "changed label names"),
+    ):
         if m.get(key):
             names = [x.get("name") or f"{x['old']}->{x['new']}" for x in m[key]]
             out.append(_reason("review", f"metrics {what} (dashboards/alerts may break): {', '.join(names)}"))
@@ -84,14 +103,22 @@ def arguments(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
     if not info_vals:
         return []
-    return [_reason("review", "engine defaults changed (visible in *_info labels): "
-                    + ", ".join(f"{v['label']} {v['old']}->{v['new']}" for v in info_vals[:8])
-                    + (" ..." if len(info_vals) > 8 else ""))]
+    return [
+        _reason(
+            "review",
+            "engine defaults changed (visible in *_info labels): "
+            + ", ".join(f"{v['label']} {v['old']}->{v['new']}" for v in info_vals[:8])
+            + (" ..." if len(info_vals) > 8 else ""),
+        )
+    ]
 
 
 def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    out = [_reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
-           for ep, w in (cmp.get("wire") or {}).items() if w["added"] or w["removed"]]
+    out = [
+        _reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
+        for ep, w in (cmp.get("wire") or {}).items()
+        if w["added"] or w["removed"]
+    ]
     fp = cmp.get("system_fingerprint") or {}
     if fp.get("new") and not fp.get("old"):
         out.append(_reason("review", f"system_fingerprint appears: {', '.join(fp['new'])}"))
@@ -106,22 +133,44 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     good = {"pass", "quirk"}
     expected = [r for r in conf["cases"] if r["new_behaviour"] in EXPECTED_BEHAVIOURS and r["old"] != r["new"]]
     if expected:
-        out.append(_reason("review", "conformance changes the upgrade itself makes: "
-                           + ", ".join(f"{r['id']} ({r['new_behaviour']})" for r in expected)))
-    broke = [r for r in conf["cases"] if r["old"] in good and r["new"] in ("fail", "error") and r not in expected
-             and r.get("level") != "INFO"]
+        out.append(
+            _reason(
+                "review",
+                "conformance changes the upgrade itself makes: "
+                + ", ".join(f"{r['id']} ({r['new_behaviour']})" for r in expected),
+            )
+        )
+    broke = [
+        r
+        for r in conf["cases"]
+        if r["old"] in good and r["new"] in ("fail", "error") and r not in expected and r.get("level") != "INFO"
+    ]
     weak = [r for r in broke if r.get("level") != "MUST"]
     broke = [r for r in broke if r not in weak]
     changed = [r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected]
     if broke:
-        out.append(_reason("blocking", "conformance (old expectations): now failing: "
-                           + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in broke)))
+        out.append(
+            _reason(
+                "blocking",
+                "conformance (old expectations): now failing: "
+                + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in broke),
+            )
+        )
     if weak:
-        out.append(_reason("review", "conformance (old expectations): SHOULD-level cases now failing: "
-                           + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in weak)))
+        out.append(
+            _reason(
+                "review",
+                "conformance (old expectations): SHOULD-level cases now failing: "
+                + ", ".join(f"{r['id']} ({r['new_behaviour'] or r['new']})" for r in weak),
+            )
+        )
     if changed:
-        out.append(_reason("review", "conformance verdict changes: "
-                           + ", ".join(f"{r['id']} {r['old']}->{r['new']}" for r in changed)))
+        out.append(
+            _reason(
+                "review",
+                "conformance verdict changes: " + ", ".join(f"{r['id']} {r['old']}->{r['new']}" for r in changed),
+            )
+        )
     return out
 
 
@@ -134,12 +183,24 @@ def packages(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     if not (lock.get("changed") or lock.get("added") or lock.get("removed")):
         return []
     key = [f"{k} {v[0]}->{v[1]}" for k, v in lock.get("changed", {}).items() if k in KEY_PACKAGES]
-    return [_reason("info", f"locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} "
-                            f"added, {len(lock.get('removed', {}))} removed ({', '.join(key)})")]
+    return [
+        _reason(
+            "info",
+            f"locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} "
+            f"added, {len(lock.get('removed', {}))} removed ({', '.join(key)})",
+        )
+    ]
 
 
 RULES: tuple[Callable[[Side, Side, Comparison], list[Reason]], ...] = (
-    engines, golden, metrics, arguments, wire, conformance, packages)
+    engines,
+    golden,
+    metrics,
+    arguments,
+    wire,
+    conformance,
+    packages,
+)
 
 
 def judge(old: Side, new: Side, cmp: Comparison) -> dict[str, Any]:

@@ -24,8 +24,11 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
 def _golden(g: dict[str, Any]) -> list[str]:
     if "refused" in g:
         return [f"**Refused:** {g['refused']}"]
-    lines = [f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
-             f"Counts: {', '.join(f'{k} {v}' for k, v in g['counts'].items())}.", ""]
+    lines = [
+        f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
+        f"Counts: {', '.join(f'{k} {v}' for k, v in g['counts'].items())}.",
+        "",
+    ]
     if g.get("hardware"):
         lines += [f"Hardware: {g['hardware']['line']}.", ""]
     if g.get("sets_only_in_a") or g.get("sets_only_in_b"):
@@ -34,17 +37,30 @@ def _golden(g: dict[str, Any]) -> list[str]:
     for p in g["prompts"]:
         where = ""
         if p.get("position") is not None:
-            where = (f"token {p['position']} after {p['context_text']!r}: old {p['a_token']} / new {p['b_token']}; "
-                     f"old top {p['a_top'][:3]}")
-        rows.append([f"{p['set']}/{p['id']}", f"**{p['status']}**", p.get("reason", ""), where,
-                     f"{p.get('max_logprob_drift', 0):.2g}"])
+            where = (
+                f"token {p['position']} after {p['context_text']!r}: old {p['a_token']} / new {p['b_token']}; "
+                f"old top {p['a_top'][:3]}"
+            )
+        rows.append(
+            [
+                f"{p['set']}/{p['id']}",
+                f"**{p['status']}**",
+                p.get("reason", ""),
+                where,
+                f"{p.get('max_logprob_drift', 0):.2g}",
+            ]
+        )
     return lines + _table(["prompt", "class", "reason", "first divergence", "max drift"], rows)
 
 
 def _metrics(m: dict[str, Any]) -> list[str]:
     lines = [f"{m['counts']['old']} metric families before, {m['counts']['new']} after."]
-    for key, title in (("removed", "Removed"), ("hidden", "Hidden (absent, still in the new source)"),
-                       ("renamed", "Possibly renamed"), ("type_changed", "Type changed")):
+    for key, title in (
+        ("removed", "Removed"),
+        ("hidden", "Hidden (absent, still in the new source)"),
+        ("renamed", "Possibly renamed"),
+        ("type_changed", "Type changed"),
+    ):
         items = m.get(key) or []
         if not items:
             lines.append(f"- **{title}:** none")
@@ -56,17 +72,31 @@ def _metrics(m: dict[str, Any]) -> list[str]:
         else:
             lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} ({x['type']})" for x in items))
     added = m.get("added") or []
-    lines.append(f"- **Added ({len(added)}):** " + (", ".join(f"{_code(x['name'])} ({x['type']}"
-                 + (f"; labels {', '.join(x['labels'])}" if x["labels"] else "") + ")" for x in added) or "none"))
+    lines.append(
+        f"- **Added ({len(added)}):** "
+        + (
+            ", ".join(
+                f"{_code(x['name'])} ({x['type']}" + (f"; labels {', '.join(x['labels'])}" if x["labels"] else "") + ")"
+                for x in added
+            )
+            or "none"
+        )
+    )
     if m.get("label_changes"):
         lines += ["", "**Label names changed:**", ""]
-        lines += _table(["metric", "labels added", "labels removed"],
-                        [[_code(x["name"]), ", ".join(x["added"]) or "–", ", ".join(x["removed"]) or "–"]
-                         for x in m["label_changes"]])
+        lines += _table(
+            ["metric", "labels added", "labels removed"],
+            [
+                [_code(x["name"]), ", ".join(x["added"]) or "–", ", ".join(x["removed"]) or "–"]
+                for x in m["label_changes"]
+            ],
+        )
     if m.get("label_value_changes"):
         lines += ["", "**Label values changed** (for `*_info` gauges these are engine settings/defaults):", ""]
-        lines += _table(["metric", "label", "old", "new"],
-                        [[_code(x["name"]), x["label"], x["old"], x["new"]] for x in m["label_value_changes"]])
+        lines += _table(
+            ["metric", "label", "old", "new"],
+            [[_code(x["name"]), x["label"], x["old"], x["new"]] for x in m["label_value_changes"]],
+        )
     return lines
 
 
@@ -74,23 +104,28 @@ def _conformance(c: dict[str, Any]) -> list[str]:
     if "not_run" in c:
         return [f"Not compared: {c['not_run']}"]
     diff = [r for r in c["cases"] if r["old"] != r["new"]]
-    rows = [[r["id"], r.get("level") or "", r["old"], r["new"], r.get("new_behaviour") or r.get("new_note", "")[:100]]
-            for r in diff]
+    rows = [
+        [r["id"], r.get("level") or "", r["old"], r["new"], r.get("new_behaviour") or r.get("new_note", "")[:100]]
+        for r in diff
+    ]
     same: dict[str, int] = {}
     for r in c["cases"]:
         if r["old"] == r["new"]:
             same[r["old"]] = same.get(r["old"], 0) + 1
-    head = [f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
-            f"changes for clients. {len(diff)} of {len(c['cases'])} cases change; unchanged: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(same.items())) + " (every case is in upgrade.json).", ""]
+    head = [
+        f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
+        f"changes for clients. {len(diff)} of {len(c['cases'])} cases change; unchanged: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(same.items()))
+        + " (every case is in upgrade.json).",
+        "",
+    ]
     return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
 
 
 def render_markdown(r: Report) -> str:
     v = r["verdict"]
     old, new, cmp = r["old"], r["new"], r["comparison"]
-    L = [f"# Upgrade report: {old['name']} → {new['name']}", "",
-         f"## Verdict: **{v['verdict'].upper()}**", ""]
+    L = [f"# Upgrade report: {old['name']} → {new['name']}", "", f"## Verdict: **{v['verdict'].upper()}**", ""]
     for x in v["reasons"]:
         L.append(f"- **{x['level']}**: {x['text']}")
     L += ["", "## Engines", ""]
@@ -98,8 +133,17 @@ def render_markdown(r: Report) -> str:
     for s in (old, new):
         ident = s.get("identity") or {}
         ran = "yes" if s["ok"] else f"NO: {s.get('error')}"
-        rows.append([s["name"], ident.get("version") or s["engine"]["version"], ran, s.get("ready_seconds"),
-                     s.get("golden_seconds"), s.get("conformance_seconds"), s.get("wall_seconds")])
+        rows.append(
+            [
+                s["name"],
+                ident.get("version") or s["engine"]["version"],
+                ran,
+                s.get("ready_seconds"),
+                s.get("golden_seconds"),
+                s.get("conformance_seconds"),
+                s.get("wall_seconds"),
+            ]
+        )
     L += _table(["manifest", "engine /version", "ran", "ready s", "golden s", "conformance s", "total s"], rows)
     for s in (old, new):
         if not s["ok"] and s.get("log_tail"):
@@ -108,8 +152,10 @@ def render_markdown(r: Report) -> str:
     L += _golden(cmp["golden"]) if "golden" in cmp else ["Not compared (an engine did not produce a recording)."]
     L += ["", "## Wire shape (non-streaming responses of the golden prompts)", ""]
     for ep, w in (cmp.get("wire") or {}).items():
-        L.append(f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; "
-                 f"removed {[_code(k) for k in w['removed']] or 'none'}")
+        L.append(
+            f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; "
+            f"removed {[_code(k) for k in w['removed']] or 'none'}"
+        )
     fp = cmp.get("system_fingerprint")
     if fp:
         L.append(f"- **system_fingerprint**: old {fp['old'] or 'absent'} → new {fp['new'] or 'absent'}")
@@ -120,8 +166,10 @@ def render_markdown(r: Report) -> str:
     mc = cmp.get("manifest", {})
     L += ["", "## Manifests, arguments and locked packages", ""]
     L.append(f"- engine version: {mc.get('engine_version')}")
-    L.append(f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, "
-             f"removed {mc.get('args_removed')})")
+    L.append(
+        f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, "
+        f"removed {mc.get('args_removed')})"
+    )
     L.append(f"- server env changes: {mc.get('env_changed') or 'none'}")
     L.append(f"- same model: {mc.get('model_same')}")
     rt = mc.get("python_runtime") or [None, None]
@@ -129,8 +177,10 @@ def render_markdown(r: Report) -> str:
         L.append(f"- CPU platform plugin: {rt[0].get('platform_plugin')} → {rt[1].get('platform_plugin')}")
     lock = mc.get("lock") or {}
     if lock:
-        L.append(f"- locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} added, "
-                 f"{len(lock.get('removed', {}))} removed")
+        L.append(
+            f"- locked packages: {len(lock.get('changed', {}))} changed, {len(lock.get('added', {}))} added, "
+            f"{len(lock.get('removed', {}))} removed"
+        )
         if lock.get("changed"):
             L += [""] + _table(["package", "old", "new"], [[k, a, b] for k, (a, b) in lock["changed"].items()])
         if lock.get("added"):
@@ -141,7 +191,11 @@ def render_markdown(r: Report) -> str:
     if models:
         L += ["", f"- /v1/models old: {models.get('old')}", f"- /v1/models new: {models.get('new')}"]
     s = r["settings"]
-    L += ["", "---", f"Prompt sets {s['prompt_sets']}; tolerance {s['tolerance']}; margin {s['margin']}; "
-          f"created {r['created_at']}; wall time {r['wall_seconds']} s. "
-          "Recordings and metrics scrapes are beside this file."]
+    L += [
+        "",
+        "---",
+        f"Prompt sets {s['prompt_sets']}; tolerance {s['tolerance']}; margin {s['margin']}; "
+        f"created {r['created_at']}; wall time {r['wall_seconds']} s. "
+        "Recordings and metrics scrapes are beside this file.",
+    ]
     return "\n".join(L) + "\n"

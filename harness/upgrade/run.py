@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.conformance.expectations import series_name
 from harness.errors import RefusedError
@@ -26,9 +26,18 @@ __all__ = ["run_upgrade", "REPORT_FORMAT"]
 REPORT_FORMAT = "harness-upgrade/1"
 
 
-def run_upgrade(old: Manifest | str | Path, new: Manifest | str | Path, out: Path, *, prompts: list[str] | None = None,
-                tolerance: float, margin: float, conformance: bool = True, force: bool = False,
-                say: Callable[[str], None] = print) -> Report:
+def run_upgrade(
+    old: Manifest | str | Path,
+    new: Manifest | str | Path,
+    out: Path,
+    *,
+    prompts: list[str] | None = None,
+    tolerance: float,
+    margin: float,
+    conformance: bool = True,
+    force: bool = False,
+    say: Callable[[str], None] = print,
+) -> Report:
     t0 = time.perf_counter()
     check_thresholds(tolerance, margin)
     old_m, new_m = (m if isinstance(m, Manifest) else load_manifest(m) for m in (old, new))
@@ -55,8 +64,12 @@ def run_upgrade(old: Manifest | str | Path, new: Manifest | str | Path, out: Pat
         "new": {k: v for k, v in new_side.items() if k != "metrics"},
         "comparison": cmp,
         "verdict": judge(old_side, new_side, cmp),
-        "settings": {"tolerance": tolerance, "margin": margin, "prompt_sets": [s.name for s in sets],
-                     "expectations": exp},
+        "settings": {
+            "tolerance": tolerance,
+            "margin": margin,
+            "prompt_sets": [s.name for s in sets],
+            "expectations": exp,
+        },
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }

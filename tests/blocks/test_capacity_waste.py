@@ -10,10 +10,21 @@ from harness.blocks import capacity as c
 from harness.blocks.waste import waste_report
 from harness.cli import main
 
-TINY = {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 128,
-        "head_dim": 64, "torch_dtype": "float32"}
-SEC8 = {"num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2, "hidden_size": 896,
-        "torch_dtype": "bfloat16"}  # head_dim derived: 896 / 14 = 64
+TINY = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "hidden_size": 128,
+    "head_dim": 64,
+    "torch_dtype": "float32",
+}
+SEC8 = {
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "hidden_size": 896,
+    "torch_dtype": "bfloat16",
+}  # head_dim derived: 896 / 14 = 64
 
 
 @pytest.fixture
@@ -57,8 +68,23 @@ def test_parse_bytes(text, n):
 
 
 def test_cli_capacity(tiny_dir, capsys):
-    assert main(["blocks", "capacity", "--model", str(tiny_dir), "--kv-bytes", "1GiB", "--block-size", "128",
-                 "--dtype", "float32"]) == 0
+    assert (
+        main(
+            [
+                "blocks",
+                "capacity",
+                "--model",
+                str(tiny_dir),
+                "--kv-bytes",
+                "1GiB",
+                "--block-size",
+                "128",
+                "--dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["num_blocks"] == 8192
     assert main(["blocks", "capacity", "--model", str(tiny_dir / "nope"), "--kv-bytes", "1", "--block-size", "1"]) == 2
     assert main(["blocks", "capacity", "--model", str(tiny_dir), "--kv-bytes", "lots", "--block-size", "1"]) == 2
@@ -78,10 +104,35 @@ def test_seed_waste_figures():
 
 
 def test_cli_waste_prints_all_three_ratios(capsys):
-    assert main(["blocks", "waste", "--min", "200", "--max", "2000", "--block-size", "16",
-                 "--reserve", "2000", "--reserve", "4096"]) == 0
+    assert (
+        main(
+            [
+                "blocks",
+                "waste",
+                "--min",
+                "200",
+                "--max",
+                "2000",
+                "--block-size",
+                "16",
+                "--reserve",
+                "2000",
+                "--reserve",
+                "4096",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    for needle in ("mean length 1100", "mean waste 7.48", "99.32", "55.0000%", "26.8555%",
-                   "ratio of expectations", "sample aggregate", "mean of per-request ratios"):
+    for needle in (
+        "mean length 1100",
+        "mean waste 7.48",
+        "99.32",
+        "55.0000%",
+        "26.8555%",
+        "ratio of expectations",
+        "sample aggregate",
+        "mean of per-request ratios",
+    ):
         assert needle in out
     assert main(["blocks", "waste", "--min", "20", "--max", "10", "--block-size", "16"]) == 2

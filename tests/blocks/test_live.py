@@ -25,9 +25,18 @@ def _mock_client(text):
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 128,
-        "head_dim": 64, "torch_dtype": "float32"}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "hidden_size": 128,
+                "head_dim": 64,
+                "torch_dtype": "float32",
+            }
+        )
+    )
     return tmp_path
 
 
@@ -57,8 +66,9 @@ def test_predict_prefix_hits():
 def test_live_default_engine(vllm_engine):
     """Default manifest: tiny model, --dtype float32, VLLM_CPU_KVCACHE_SPACE=1 -> 8192 blocks."""
     url, model = vllm_engine.base_url, vllm_engine.spec.model_dir
-    verdicts = live.crosscheck(url, model, served_name=vllm_engine.served_name, dtype="float32",
-                               checks=["num_blocks", "usage", "prefix_hits"])
+    verdicts = live.crosscheck(
+        url, model, served_name=vllm_engine.served_name, dtype="float32", checks=["num_blocks", "usage", "prefix_hits"]
+    )
     by = {v.check: v for v in verdicts}
     assert by["num_blocks"].measured == 8192, by["num_blocks"]
     for v in verdicts:
@@ -69,16 +79,18 @@ def test_live_default_engine(vllm_engine):
 def test_live_second_kv_size(engine_factory):
     """Another KV size: 2 GiB in float32 -> 16384 blocks."""
     eng = engine_factory(extra_env={"VLLM_CPU_KVCACHE_SPACE": "2"})
-    v = live.crosscheck(eng.base_url, eng.spec.model_dir, served_name=eng.served_name, dtype="float32",
-                        checks=["num_blocks"])[0]
+    v = live.crosscheck(
+        eng.base_url, eng.spec.model_dir, served_name=eng.served_name, dtype="float32", checks=["num_blocks"]
+    )[0]
     assert v.agree is True and v.measured == 16384, v.to_dict()
 
 
 @pytest.mark.engine
 def test_live_preemptions_on_small_cache(engine_factory):
     eng = engine_factory(extra_args=("--num-gpu-blocks-override", "16"), extra_env={"VLLM_CPU_KVCACHE_SPACE": "2"})
-    v = live.crosscheck(eng.base_url, eng.spec.model_dir, served_name=eng.served_name, dtype="float32",
-                        checks=["preemptions"])[0]
+    v = live.crosscheck(
+        eng.base_url, eng.spec.model_dir, served_name=eng.served_name, dtype="float32", checks=["preemptions"]
+    )[0]
     assert v.agree is not None, v.explanation
     assert v.details["both_preempt"], v.to_dict()  # both see preemption on this scenario
     assert v.agree is True, v.to_dict()

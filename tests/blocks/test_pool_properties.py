@@ -131,8 +131,9 @@ class LeaseMachine(RuleBasedStateMachine):
                 assert not set(self.leased.pool.tables[name]) & set(self.leased.pool.free_ids)
 
 
-SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestPoolMachine = PoolMachine.TestCase
 TestPoolMachine.settings = SETTINGS
 TestLeaseMachine = LeaseMachine.TestCase

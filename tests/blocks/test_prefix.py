@@ -8,7 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.blocks.prefix import (
-    CacheRequest, KVCacheManager, PrefixBlockPool, extend_block_hashes, none_hash, pool_violations,
+    CacheRequest,
+    KVCacheManager,
+    PrefixBlockPool,
+    extend_block_hashes,
+    none_hash,
+    pool_violations,
     sha256_pickle,
 )
 
@@ -123,8 +128,10 @@ def test_duplicate_keys_allowed():
     assert p.get_cached_block(h) == y and not pool_violations(p)
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["admit", "grow", "free"]), st.integers(0, 5),
-                         st.integers(1, 14), st.integers(0, 2)), max_size=40)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["admit", "grow", "free"]), st.integers(0, 5), st.integers(1, 14), st.integers(0, 2)),
+    max_size=40,
+)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,7 +157,7 @@ def test_random_manager_ops_keep_invariants(ops):
                 r.num_computed_tokens += 1
             else:
                 r.all_token_ids.pop()
-                del r.block_hashes[r.num_tokens // B:]
+                del r.block_hashes[r.num_tokens // B :]
         elif op == "free" and rid in live:
             m.free(live.pop(rid))
         assert pool_violations(m.pool, m.req_to_blocks.values()) == []

@@ -98,13 +98,23 @@ def test_no_prefix_caching_means_no_hits():
 
 
 def test_scenario_reader_accepts_loadtest_shape_and_rejects_junk(tmp_path):
-    doc = {"name": "x", "bounds": {"max_requests": 3, "max_duration_s": 10}, "arrival": {"kind": "constant", "rate": 2},
-           "prompt_tokens": {"kind": "fixed", "value": 10}, "output_tokens": {"kind": "uniform", "min": 1, "max": 4},
-           "slo": {"ttft_ms": {"p50": 100}}, "endpoint": "completions"}
+    doc = {
+        "name": "x",
+        "bounds": {"max_requests": 3, "max_duration_s": 10},
+        "arrival": {"kind": "constant", "rate": 2},
+        "prompt_tokens": {"kind": "fixed", "value": 10},
+        "output_tokens": {"kind": "uniform", "min": 1, "max": 4},
+        "slo": {"ttft_ms": {"p50": 100}},
+        "endpoint": "completions",
+    }
     sc = sc_mod.parse(doc)
     assert sc.requests == 3 and [r.arrival_s for r in sc_mod.expand(sc)] == [0.0, 0.5, 1.0]
-    for bad in ({**doc, "arrival": {"kind": "poisson", "rate": 1}}, {**doc, "engine": {"nope": 1}},
-                {**doc, "prompt_tokens": {"kind": "fixed"}}, {**doc, "bounds": {}}):
+    for bad in (
+        {**doc, "arrival": {"kind": "poisson", "rate": 1}},
+        {**doc, "engine": {"nope": 1}},
+        {**doc, "prompt_tokens": {"kind": "fixed"}},
+        {**doc, "bounds": {}},
+    ):
         with pytest.raises(ManifestError):
             sc_mod.parse(bad)
     p = tmp_path / "s.yaml"

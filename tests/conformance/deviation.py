@@ -120,8 +120,14 @@ STREAM = {
 }
 METRICS = {
     "metric-renamed": ("metrics.required", lambda t: t.replace("vllm:generation_tokens", "vllm:generated_tokens")),
-    "metric-removed": ("metrics.required", lambda t: "\n".join(l for l in t.splitlines() if "vllm:num_preemptions" not in l) + "\n"),
-    "metric-type-changed": ("metrics.required", lambda t: t.replace("# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:kv_cache_usage_perc counter")),
+    "metric-removed": (
+        "metrics.required",
+        lambda t: "\n".join(ln for ln in t.splitlines() if "vllm:num_preemptions" not in ln) + "\n",
+    ),
+    "metric-type-changed": (
+        "metrics.required",
+        lambda t: t.replace("# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:kv_cache_usage_perc counter"),
+    ),
 }
 OTHER = {
     "wrong-content-type": "chat.stream.content-type",
@@ -175,8 +181,12 @@ class DeviationTransport(httpx.AsyncBaseTransport):
         streaming = isinstance(body_req, dict) and body_req.get("stream") is True
         if d == "disconnect-not-passed-upstream" and streaming:
             return httpx.Response(resp.status_code, headers=resp.headers, stream=_Detached(resp, self.tasks))
-        touch = (d in STREAM and streaming and path == "/v1/chat/completions") or (d in METRICS and path == "/metrics") \
-            or (d == "wrong-content-type" and streaming) or (d == "error-event-as-plain-500" and streaming)
+        touch = (
+            (d in STREAM and streaming and path == "/v1/chat/completions")
+            or (d in METRICS and path == "/metrics")
+            or (d == "wrong-content-type" and streaming)
+            or (d == "error-event-as-plain-500" and streaming)
+        )
         if not touch:
             return resp
         body = b"".join([c async for c in resp.stream])

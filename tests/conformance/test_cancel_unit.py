@@ -10,9 +10,9 @@ from harness.conformance.expectations import load_expectations
 from harness.conformance.runner import new_ctx, run_suite
 
 IDLE_METRICS = (
-    "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n"
-    "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.0\n"
-    "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} 0.0\n"
+    '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
+    '# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.0\n'
+    '# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine="0",model_name="m"} 0.0\n'
 )
 
 
@@ -28,7 +28,9 @@ def handler_raising(exc_type):
 
 
 def run_cancel_cases(exc_type) -> dict:
-    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler_raising(exc_type)))
+    ctx = new_ctx(
+        "http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler_raising(exc_type))
+    )
     report = asyncio.run(run_suite(ctx, patterns=["cancel.mid-stream", "cancel.concurrent-32"]))
     got = {r.id: r for r in report.results}
     assert set(got) == {"cancel.mid-stream", "cancel.concurrent-32"}

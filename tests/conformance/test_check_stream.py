@@ -80,7 +80,7 @@ def test_corrupted_raw_sse_file(tmp_path):
     no_done = tmp_path / "nodone.sse"
     no_done.write_text("".join(lines))
     bad_json = tmp_path / "badjson.sse"
-    bad_json.write_text(lines[0] + "data: {\"id\": \n\n" + "".join(lines[1:]) + "data: [DONE]\n\n")
+    bad_json.write_text(lines[0] + 'data: {"id": \n\n' + "".join(lines[1:]) + "data: [DONE]\n\n")
     exp = load_expectations("tgi-3.3.5")
     assert verdicts(check_view(load_recorded(late), exp))["chat.stream.nothing-after-done"] == "fail"
     assert verdicts(check_view(load_recorded(no_done), exp))["chat.stream.done-present"] == "fail"
@@ -90,10 +90,36 @@ def test_corrupted_raw_sse_file(tmp_path):
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5) | st.floats(allow_nan=False),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
-        ["id", "object", "created", "model", "choices", "delta", "role", "content", "finish_reason", "index",
-         "usage", "prompt_tokens", "completion_tokens", "total_tokens", "tool_calls", "function", "logprobs", "text", "error"]),
-        inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "object",
+                    "created",
+                    "model",
+                    "choices",
+                    "delta",
+                    "role",
+                    "content",
+                    "finish_reason",
+                    "index",
+                    "usage",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "total_tokens",
+                    "tool_calls",
+                    "function",
+                    "logprobs",
+                    "text",
+                    "error",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
     max_leaves=30,
 )
 

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.engine
 def run_cases(live, case_ids, deviation):
     async def go():
         tr = DeviationTransport(deviation)
-        ctx = new_ctx(live.base_url, load_expectations("vllm-0.11"), model=live.model, api_key=live.api_key, transport=tr)
+        ctx = new_ctx(
+            live.base_url, load_expectations("vllm-0.11"), model=live.model, api_key=live.api_key, transport=tr
+        )
         rep = await run_suite(ctx, patterns=case_ids)
         for t in list(tr.tasks):
             await t

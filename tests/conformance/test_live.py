@@ -11,8 +11,17 @@ pytestmark = pytest.mark.engine
 
 
 def test_full_suite_against_vllm(live):
-    rep = asyncio.run(run_suite(new_ctx(live.base_url, load_expectations("vllm-0.11"), model=live.model,
-                                        api_key=live.api_key, engine=live.engine)))
+    rep = asyncio.run(
+        run_suite(
+            new_ctx(
+                live.base_url,
+                load_expectations("vllm-0.11"),
+                model=live.model,
+                api_key=live.api_key,
+                engine=live.engine,
+            )
+        )
+    )
     bad = [(r.id, r.behaviour, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
     assert not bad
     assert sum(r.verdict not in ("skip",) for r in rep.results) >= 35
@@ -21,11 +30,19 @@ def test_full_suite_against_vllm(live):
 
 def test_api_key_cases(engine_factory):
     eng = engine_factory(api_key="conformance-test-key")
-    rep = asyncio.run(run_suite(new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name,
-                                        api_key=eng.api_key), patterns=["auth", "health.health"]))
+    rep = asyncio.run(
+        run_suite(
+            new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name, api_key=eng.api_key),
+            patterns=["auth", "health.health"],
+        )
+    )
     assert {r.id: r.verdict for r in rep.results} == {
-        "health.health": "pass", "auth.missing-key": "quirk", "auth.wrong-key": "quirk",
-        "auth.health-unguarded": "pass", "auth.metrics-unguarded": "pass"}
+        "health.health": "pass",
+        "auth.missing-key": "quirk",
+        "auth.wrong-key": "quirk",
+        "auth.health-unguarded": "pass",
+        "auth.metrics-unguarded": "pass",
+    }
 
 
 def test_api_key_never_reaches_logs_or_reports(engine_factory, tmp_path):
@@ -35,8 +52,12 @@ def test_api_key_never_reaches_logs_or_reports(engine_factory, tmp_path):
 
     key = "conformance-test-key"
     eng = engine_factory(api_key=key)
-    rep = asyncio.run(run_suite(new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name,
-                                        api_key=eng.api_key), patterns=["auth", "chat.nonstream"]))
+    rep = asyncio.run(
+        run_suite(
+            new_ctx(eng.base_url, load_expectations("vllm-0.11"), model=eng.served_name, api_key=eng.api_key),
+            patterns=["auth", "chat.nonstream"],
+        )
+    )
     write_outputs(rep.to_dict(), tmp_path)
     for f in [eng.log_path, *tmp_path.iterdir()]:
         assert key not in f.read_text(errors="replace"), f

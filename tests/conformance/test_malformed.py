@@ -10,15 +10,24 @@ from harness.client import make_client, record
 from harness.conformance.expectations import load_expectations
 from harness.conformance.runner import new_ctx, run_suite
 
-ROLE = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
-        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+ROLE = {
+    "id": "x",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "m",
+    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+}
 GOOD = b"data: " + json.dumps(ROLE).encode() + b"\n\n"
 
 BODIES = {
-    "invalid-json": (GOOD + b"data: {\"id\": \"x\", \n\ndata: [DONE]\n\n", "text/event-stream", "chat.stream.json-chunks"),
-    "truncated": (GOOD + b"data: {\"id\": \"x\"", "text/event-stream", "chat.stream.done-present"),
+    "invalid-json": (GOOD + b'data: {"id": "x", \n\ndata: [DONE]\n\n', "text/event-stream", "chat.stream.json-chunks"),
+    "truncated": (GOOD + b'data: {"id": "x"', "text/event-stream", "chat.stream.done-present"),
     "wrong-content-type": (GOOD + b"data: [DONE]\n\n", "application/json", "chat.stream.content-type"),
-    "10mb-line": (GOOD + b"data: " + b"z" * (10 << 20) + b"\n\ndata: [DONE]\n\n", "text/event-stream", "chat.stream.json-chunks"),
+    "10mb-line": (
+        GOOD + b"data: " + b"z" * (10 << 20) + b"\n\ndata: [DONE]\n\n",
+        "text/event-stream",
+        "chat.stream.json-chunks",
+    ),
     "binary-garbage": (bytes(range(256)) * 64, "text/event-stream", "chat.stream.json-chunks"),
 }
 
@@ -37,7 +46,9 @@ def handler_for(body: bytes, ctype: str):
 @pytest.mark.parametrize("name", sorted(BODIES))
 def test_malformed_stream_gives_verdicts_not_crashes(name):
     body, ctype, case_id = BODIES[name]
-    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler_for(body, ctype)))
+    ctx = new_ctx(
+        "http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler_for(body, ctype))
+    )
     rep = asyncio.run(run_suite(ctx, patterns=["chat.stream", "completions.stream"]))
     res = {r.id: r for r in rep.results}
     assert res[case_id].verdict == "fail", res[case_id]
@@ -79,8 +90,13 @@ def test_dead_engine_marks_the_rest_error_without_hanging():
 
     # A port where nothing ever answered is not an engine that died: that message is tested in
     # tests/hostile/test_conformance_hostile.py; here the engine is a launched process that exited.
-    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), model="m", transport=httpx.MockTransport(handler),
-                  engine=ExitedEngine())
+    ctx = new_ctx(
+        "http://127.0.0.1:1",
+        load_expectations("vllm-0.11"),
+        model="m",
+        transport=httpx.MockTransport(handler),
+        engine=ExitedEngine(),
+    )
     rep = asyncio.run(run_suite(ctx, patterns=["health", "chat.stream.role-first", "errors"]))
     assert rep.aborted == "engine died during health.health"
     assert [r.verdict for r in rep.results] == ["error"] * len(rep.results)

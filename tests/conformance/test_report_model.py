@@ -11,7 +11,17 @@ from harness.conformance.model import REPORT_FORMAT, CaseResult, SuiteDocument
 from harness.conformance.report import read_report, to_json, write_outputs
 from harness.errors import DataError
 
-KEYS = ["format", "engine", "expectations", "started_at", "duration_s", "aborted", "counts", "unexpected_passes", "cases"]
+KEYS = [
+    "format",
+    "engine",
+    "expectations",
+    "started_at",
+    "duration_s",
+    "aborted",
+    "counts",
+    "unexpected_passes",
+    "cases",
+]
 
 
 def _doc(**kw) -> SuiteDocument:
@@ -68,7 +78,10 @@ BAD = {
     "cases not a list": ({"cases": {}}, "cases"),
     "bad verdict": ({"cases": [{**_doc().cases[0].to_dict(), "verdict": "maybe"}]}, "cases[0].verdict"),
     "chunk a bool": ({"cases": [{**_doc().cases[0].to_dict(), "chunk": True}]}, "cases[0]: chunk"),
-    "missing id": ({"cases": [{k: v for k, v in _doc().cases[0].to_dict().items() if k != "id"}]}, "missing field 'id'"),
+    "missing id": (
+        {"cases": [{k: v for k, v in _doc().cases[0].to_dict().items() if k != "id"}]},
+        "missing field 'id'",
+    ),
     "duration a string": ({"duration_s": "slow"}, "duration_s"),
     "missing engine": (None, "missing field 'engine'"),
 }

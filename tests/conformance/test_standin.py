@@ -49,15 +49,26 @@ def test_same_server_fails_under_vllm_expectations(standin):
 def test_api_key_cases(standin_key):
     rep = run(standin_key.base_url, "tgi-3.3.5", api_key="sekret", patterns=["auth", "health"])
     verdicts = {r.id: r.verdict for r in rep.results}
-    assert verdicts == {"health.health": "pass", "health.version": "pass", "health.models": "pass",
-                        "auth.missing-key": "quirk", "auth.wrong-key": "quirk",
-                        "auth.health-unguarded": "pass", "auth.metrics-unguarded": "pass"}
+    assert verdicts == {
+        "health.health": "pass",
+        "health.version": "pass",
+        "health.models": "pass",
+        "auth.missing-key": "quirk",
+        "auth.wrong-key": "quirk",
+        "auth.health-unguarded": "pass",
+        "auth.metrics-unguarded": "pass",
+    }
 
 
 def test_cli_exit_codes_and_outputs(standin, tmp_path, capsys):
     from harness.cli import main
 
-    assert main(["conform", "--url", standin.base_url, "--expect", "tgi-3.3.5", "--out", str(tmp_path), "-k", "chat.stream"]) == 0
+    assert (
+        main(
+            ["conform", "--url", standin.base_url, "--expect", "tgi-3.3.5", "--out", str(tmp_path), "-k", "chat.stream"]
+        )
+        == 0
+    )
     assert (tmp_path / "conformance.json").is_file() and "<testsuite" in (tmp_path / "junit.xml").read_text()
     assert main(["conform", "--url", standin.base_url, "--expect", "vllm-0.11", "-k", "chat.stream"]) == 1
 
@@ -67,7 +78,10 @@ def test_conformance_json_reads_back_through_the_model(standin, tmp_path, capsys
     from harness.conformance.model import REPORT_FORMAT
     from harness.conformance.report import read_report
 
-    assert main(["conform", "--url", standin.base_url, "--expect", "tgi-3.3.5", "--out", str(tmp_path), "-k", "health"]) == 0
+    assert (
+        main(["conform", "--url", standin.base_url, "--expect", "tgi-3.3.5", "--out", str(tmp_path), "-k", "health"])
+        == 0
+    )
     doc = read_report(tmp_path / "conformance.json")
     assert doc.format == REPORT_FORMAT and doc.expectations == "tgi-3.3.5" and doc.ready_to_report_s is not None
     assert {c.id for c in doc.cases} == {"health.health", "health.version", "health.models"}
@@ -76,6 +90,8 @@ def test_conformance_json_reads_back_through_the_model(standin, tmp_path, capsys
 
 def test_pytest_plugin(pytester, standin):
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    r = pytester.runpytest_subprocess("--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider")
+    r = pytester.runpytest_subprocess(
+        "--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider"
+    )
     r.assert_outcomes(passed=1 + 65, skipped=7)  # pass + quirk + info count as passed
     r.stdout.fnmatch_lines(["*harness conformance (tgi-3.3.5)*", "*quirk chat.stream.role-once*"])

@@ -11,14 +11,34 @@ from harness.conformance.expectations import load_expectations
 from harness.conformance.update import propose
 from harness.settings import EXPECTATIONS_DIR
 
-RESULTS = {"cases": [
-    {"id": "chat.stream.role-once", "verdict": "fail", "level": "MUST", "behaviour": "role-on-every-chunk",
-     "expected": "role only on the first delta", "actual": "role on chunk 1", "unexpected_pass": False},
-    {"id": "completions.stream.no-extra-fields", "verdict": "pass", "level": "SHOULD", "behaviour": None,
-     "unexpected_pass": True},
-    {"id": "cancel.mid-stream", "verdict": "error", "level": "MUST", "note": "engine died", "unexpected_pass": False},
-    {"id": "health.health", "verdict": "pass", "level": "MUST", "unexpected_pass": False},
-]}
+RESULTS = {
+    "cases": [
+        {
+            "id": "chat.stream.role-once",
+            "verdict": "fail",
+            "level": "MUST",
+            "behaviour": "role-on-every-chunk",
+            "expected": "role only on the first delta",
+            "actual": "role on chunk 1",
+            "unexpected_pass": False,
+        },
+        {
+            "id": "completions.stream.no-extra-fields",
+            "verdict": "pass",
+            "level": "SHOULD",
+            "behaviour": None,
+            "unexpected_pass": True,
+        },
+        {
+            "id": "cancel.mid-stream",
+            "verdict": "error",
+            "level": "MUST",
+            "note": "engine died",
+            "unexpected_pass": False,
+        },
+        {"id": "health.health", "verdict": "pass", "level": "MUST", "unexpected_pass": False},
+    ]
+}
 
 
 def test_propose_adds_fails_drops_unexpected_passes_and_skips_errors():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dockerd import ensure_daemon, ensure_registry, free_loopback_port, stop_registry
 from harness.hashing import tree_hash
+from tests.support.dockerd import ensure_daemon, ensure_registry, free_loopback_port, stop_registry
 
 SESSION_PREFIX = f"dockertest-{uuid.uuid4().hex[:8]}"
 IN_CI = os.environ.get("CI") == "true"

@@ -136,11 +136,17 @@ def test_start_on_loopback_only_with_labels_then_stop_removes(pinned, make_spec,
         assert "tgi_request_count" in http.get(f"{spec.base_url}/metrics", timeout=5).text
 
         # a recorded TGI stream, replayed as SSE
-        with http.stream("POST", f"{spec.base_url}/v1/chat/completions", timeout=10,
-                          json={"model": "tgi", "stream": True, "messages": [{"role": "user", "content": "hi"}]}) as r:
-            events = [ln[len("data: "):] for ln in r.iter_lines() if ln.startswith("data: ")]
+        with http.stream(
+            "POST",
+            f"{spec.base_url}/v1/chat/completions",
+            timeout=10,
+            json={"model": "tgi", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        ) as r:
+            events = [ln[len("data: ") :] for ln in r.iter_lines() if ln.startswith("data: ")]
         assert events[-1] == "[DONE]"
-        assert "".join(c["choices"][0]["delta"]["content"] for c in map(json.loads, events[:-1]) if c["choices"]) == "OK!"
+        assert (
+            "".join(c["choices"][0]["delta"]["content"] for c in map(json.loads, events[:-1]) if c["choices"]) == "OK!"
+        )
 
         c = docker_client.containers.get(engine.describe()["container_id"])
         bindings = c.attrs["HostConfig"]["PortBindings"]

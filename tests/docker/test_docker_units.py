@@ -63,7 +63,9 @@ def test_split_ref():
     assert _split_ref("127.0.0.1:5000/x/y:1.2") == ("127.0.0.1:5000/x/y", "1.2")
     assert _split_ref("127.0.0.1:5000/x") == ("127.0.0.1:5000/x", None)
     assert _split_ref("ghcr.io/huggingface/text-generation-inference:3.3.5@" + D) == (
-        "ghcr.io/huggingface/text-generation-inference", "3.3.5")
+        "ghcr.io/huggingface/text-generation-inference",
+        "3.3.5",
+    )
 
 
 def test_digest_line_edits():

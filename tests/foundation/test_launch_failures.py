@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from harness.cli import main
 from harness.manifest import DEFAULT_MANIFEST
-
-import pytest
 
 pytestmark = pytest.mark.engine
 

@@ -89,4 +89,3 @@ def test_yaml_syntax_error(tmp_path, capsys):
 )  # fmt: skip
 def test_loopback_decided_on_parsed_value(host, ok):
     assert is_loopback_host(host) is ok
-

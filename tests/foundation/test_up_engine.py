@@ -72,7 +72,9 @@ def test_up_is_loopback_only_and_ctrl_c_leaves_nothing(tmp_path):
         assert ("127.0.0.1", int(url.rsplit(":", 1)[1])) in sockets
         assert non_loopback(sockets) == [], sockets
         ss = subprocess.run(["ss", "-Htln"], capture_output=True, text=True, check=True).stdout
-        assert not [line for line in ss.splitlines() if f":{url.rsplit(':', 1)[1]} " in line and "127.0.0.1:" not in line]
+        assert not [
+            line for line in ss.splitlines() if f":{url.rsplit(':', 1)[1]} " in line and "127.0.0.1:" not in line
+        ]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
         assert wait_gone(pgid, 10) == []

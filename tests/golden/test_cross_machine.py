@@ -13,12 +13,21 @@ from harness.cli import main
 from harness.golden.diff import DEFAULT_TOLERANCE, diff_recordings, render_text
 from harness.golden.store import default_recording_dir, load_recording, write_recording
 from harness.hardware import UNKNOWN_BEFORE_PROVENANCE
-from harness.manifest import DEFAULT_MANIFEST, REPO_ROOT, load_manifest
+from harness.manifest import DEFAULT_MANIFEST, load_manifest
+from harness.settings import REPO_ROOT
 
 COMMITTED = default_recording_dir(load_manifest(DEFAULT_MANIFEST))
-HOST_A = {"cpu": {"model": "AMD EPYC", "machine": "x86_64", "isa": ["avx2", "avx512f", "avx512_bf16"], "cpus": 2,
-                  "usable_cpus": 2},
-          "torch": {"version": "2.8.0+cu128", "cpu_capability": "AVX512", "blas": "mkl", "libraries": []}, "gpu": None}
+HOST_A = {
+    "cpu": {
+        "model": "AMD EPYC",
+        "machine": "x86_64",
+        "isa": ["avx2", "avx512f", "avx512_bf16"],
+        "cpus": 2,
+        "usable_cpus": 2,
+    },
+    "torch": {"version": "2.8.0+cu128", "cpu_capability": "AVX512", "blas": "mkl", "libraries": []},
+    "gpu": None,
+}
 HOST_B = copy.deepcopy(HOST_A)
 HOST_B["cpu"].update(model="Intel(R) Xeon(R) Platinum 8480+", isa=["avx2", "avx512f", "avx512_bf16", "amx_tile"])
 

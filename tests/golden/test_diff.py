@@ -102,35 +102,49 @@ def test_worst_choice_decides_n2(tmp_path):
 
 
 def test_missing_added_and_different_sets(tmp_path):
-    a = {"chat": [record("p1", [choice(TOKS)]), record("p2", [choice(TOKS)])],
-         "completions": [record("c1", [choice(TOKS)], set_name="completions")]}
-    b = {"chat": [record("p1", [choice(TOKS)]), record("p3", [choice(TOKS)])],
-         "extra": [record("e1", [choice(TOKS)], set_name="extra")]}
+    a = {
+        "chat": [record("p1", [choice(TOKS)]), record("p2", [choice(TOKS)])],
+        "completions": [record("c1", [choice(TOKS)], set_name="completions")],
+    }
+    b = {
+        "chat": [record("p1", [choice(TOKS)]), record("p3", [choice(TOKS)])],
+        "extra": [record("e1", [choice(TOKS)], set_name="extra")],
+    }
     x, y = _pair(tmp_path, a, b)
     d = diff_recordings(x, y)
     st = {(p.set, p.id): p.status for p in d.prompts}
-    assert st == {("chat", "p1"): "identical", ("chat", "p2"): "missing", ("completions", "c1"): "missing",
-                  ("chat", "p3"): "added", ("extra", "e1"): "added"}
+    assert st == {
+        ("chat", "p1"): "identical",
+        ("chat", "p2"): "missing",
+        ("completions", "c1"): "missing",
+        ("chat", "p3"): "added",
+        ("extra", "e1"): "added",
+    }
     assert d.sets_only_in_a == ["completions"] and d.sets_only_in_b == ["extra"]
     assert not d.ok
 
 
 def test_only_added_prompts_pass(tmp_path):
-    x, y = _pair(tmp_path, {"chat": [record("p1", [choice(TOKS)])]},
-                 {"chat": [record("p1", [choice(TOKS)]), record("p9", [choice(TOKS)])]})
+    x, y = _pair(
+        tmp_path,
+        {"chat": [record("p1", [choice(TOKS)])]},
+        {"chat": [record("p1", [choice(TOKS)]), record("p9", [choice(TOKS)])]},
+    )
     assert diff_recordings(x, y).ok
 
 
 def test_edited_prompt_is_incomparable(tmp_path):
-    x, y = _pair(tmp_path, {"chat": [record("p", [choice(TOKS)])]},
-                 {"chat": [record("p", [choice(TOKS)], request_sha="other")]})
+    x, y = _pair(
+        tmp_path, {"chat": [record("p", [choice(TOKS)])]}, {"chat": [record("p", [choice(TOKS)], request_sha="other")]}
+    )
     p = diff_recordings(x, y).prompts[0]
     assert p.status == "incomparable"
 
 
 def test_other_model_hash_refused(tmp_path):
-    x, y = _pair(tmp_path, {"chat": [record("p", [choice(TOKS)])]}, {"chat": [record("p", [choice(TOKS)])]},
-                 b_model="0" * 64)
+    x, y = _pair(
+        tmp_path, {"chat": [record("p", [choice(TOKS)])]}, {"chat": [record("p", [choice(TOKS)])]}, b_model="0" * 64
+    )
     with pytest.raises(RefusedError, match="different models.*b61f35445148.*000000000000"):
         diff_recordings(x, y)
 
@@ -193,8 +207,14 @@ def _refusal(pid, msg="n must be 1 when using greedy sampling, got 2."):
 
 def test_http_refusals_compared(tmp_path):
     a = {"chat": [_refusal("same"), _refusal("reworded"), _refusal("now-ok"), record("now-refused", [choice(TOKS)])]}
-    b = {"chat": [_refusal("same"), _refusal("reworded", "n must be 1"), record("now-ok", [choice(TOKS)]),
-                  _refusal("now-refused")]}
+    b = {
+        "chat": [
+            _refusal("same"),
+            _refusal("reworded", "n must be 1"),
+            record("now-ok", [choice(TOKS)]),
+            _refusal("now-refused"),
+        ]
+    }
     x, y = _pair(tmp_path, a, b)
     st = {p.id: p.status for p in diff_recordings(x, y).prompts}
     assert st == {"same": "identical", "reworded": "equivalent", "now-ok": "regression", "now-refused": "regression"}

@@ -11,7 +11,8 @@ from harness.golden.diff import diff_recordings
 from harness.golden.prompts import resolve_prompt_sets
 from harness.golden.record import record_with_engine
 from harness.golden.store import default_recording_dir, load_recording
-from harness.manifest import DEFAULT_MANIFEST, REPO_ROOT, load_manifest
+from harness.manifest import DEFAULT_MANIFEST, load_manifest
+from harness.settings import REPO_ROOT
 
 pytestmark = pytest.mark.engine
 
@@ -76,8 +77,15 @@ def test_upgrade_0_11_to_0_32(tmp_path):
     from harness.upgrade.run import run_upgrade
 
     out = tmp_path / "upgrade"
-    r = run_upgrade(DEFAULT_MANIFEST, REPO_ROOT / "manifests" / "vllm-0.32.0-cpu.yaml", out, tolerance=0.02,
-                    margin=0.1, conformance=True, say=lambda s: None)
+    r = run_upgrade(
+        DEFAULT_MANIFEST,
+        REPO_ROOT / "manifests" / "vllm-0.32.0-cpu.yaml",
+        out,
+        tolerance=0.02,
+        margin=0.1,
+        conformance=True,
+        say=lambda s: None,
+    )
     assert r["old"]["ok"] and r["new"]["ok"], (r["old"].get("error"), r["new"].get("error"))
     m = r["comparison"]["metrics"]
     assert "vllm:time_per_output_token_seconds" in {x["name"] for x in m["removed"] + m["hidden"]}

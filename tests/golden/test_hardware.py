@@ -48,21 +48,33 @@ def test_cpu_facts_arm_and_empty():
 
 
 def test_torch_facts_from_probe_output():
-    t = torch_facts("some warning\n" + json.dumps({"version": "2.8.0+cu128", "cpu_capability": "AVX512",
-                                                   "config": CONFIG}))
+    t = torch_facts(
+        "some warning\n" + json.dumps({"version": "2.8.0+cu128", "cpu_capability": "AVX512", "config": CONFIG})
+    )
     assert t["version"] == "2.8.0+cu128" and t["cpu_capability"] == "AVX512" and t["blas"] == "mkl"
-    assert t["build"] == {"BLAS_INFO": "mkl", "LAPACK_INFO": "mkl", "USE_MKL": "ON", "USE_MKLDNN": "ON",
-                          "USE_OPENMP": "ON", "CUDA_VERSION": "12.8"}
+    assert t["build"] == {
+        "BLAS_INFO": "mkl",
+        "LAPACK_INFO": "mkl",
+        "USE_MKL": "ON",
+        "USE_MKLDNN": "ON",
+        "USE_OPENMP": "ON",
+        "CUDA_VERSION": "12.8",
+    }
     assert "Intel(R) MKL-DNN v3.7.1 (Git Hash 8d263e69)" in t["libraries"]
     assert not any(x.startswith("Build settings") for x in t["libraries"])
     assert torch_facts("").startswith("unknown") and torch_facts("[1]").startswith("unknown")
 
 
 def test_gpu_facts():
-    g = gpu_facts("NVIDIA A100-SXM4-80GB, 550.54.15, 81920 MiB\n", "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  "
-                  "CUDA Version: 12.4 |")
-    assert g == {"devices": [{"name": "NVIDIA A100-SXM4-80GB", "driver": "550.54.15", "memory": "81920 MiB"}],
-                 "driver": "550.54.15", "cuda": "12.4"}
+    g = gpu_facts(
+        "NVIDIA A100-SXM4-80GB, 550.54.15, 81920 MiB\n",
+        "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA Version: 12.4 |",
+    )
+    assert g == {
+        "devices": [{"name": "NVIDIA A100-SXM4-80GB", "driver": "550.54.15", "memory": "81920 MiB"}],
+        "driver": "550.54.15",
+        "cuda": "12.4",
+    }
     assert gpu_facts("") is None
 
 
@@ -76,16 +88,21 @@ def test_collect_here_without_an_engine_env(tmp_path):
 def test_collect_probes_the_given_python_not_the_harness(tmp_path):
     # a fake "engine env python" that prints what the real probe would: collect runs IT, not sys.executable
     fake = tmp_path / "python"
-    fake.write_text(f"#!{sys.executable}\nimport json\nprint(json.dumps({{'version': '9.9.9', 'cpu_capability': "
-                    f"'AVX2', 'config': {CONFIG!r}}}))\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport json\nprint(json.dumps({{'version': '9.9.9', 'cpu_capability': "
+        f"'AVX2', 'config': {CONFIG!r}}}))\n"
+    )
     fake.chmod(0o755)
     hw = collect(Path(fake))
     assert hw["torch"]["version"] == "9.9.9" and hw["torch"]["cpu_capability"] == "AVX2"
 
 
 def test_compare():
-    a = {"cpu": cpu_facts(INTEL, usable=2), "torch": torch_facts(json.dumps({"version": "2.8.0", "cpu_capability":
-                                                                             "AVX512", "config": CONFIG})), "gpu": None}
+    a = {
+        "cpu": cpu_facts(INTEL, usable=2),
+        "torch": torch_facts(json.dumps({"version": "2.8.0", "cpu_capability": "AVX512", "config": CONFIG})),
+        "gpu": None,
+    }
     assert compare(a, a)["status"] == "same"
     b = json.loads(json.dumps(a))
     b["torch"]["version"] = "2.9.0"

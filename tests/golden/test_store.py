@@ -7,12 +7,10 @@ import os
 
 import pytest
 
-from harness.errors import OutputError
-
 from harness.cli import main
-from harness.errors import DataError, RefusedError
-from harness.manifest import DEFAULT_MANIFEST
+from harness.errors import DataError, OutputError, RefusedError
 from harness.golden.store import load_recording, write_recording
+from harness.manifest import DEFAULT_MANIFEST
 
 from .helpers import choice, meta, record, write
 
@@ -34,7 +32,11 @@ def test_roundtrip(tmp_path):
     r = load_recording(d)
     assert list(r.sets["chat"]) == ["p0", "p1", "p2"]
     m = json.loads((d / "meta.json").read_text())
-    assert m["format"] == "harness-golden/1" and m["sets"]["chat"]["prompts"] == 3 and len(m["sets"]["chat"]["sha256"]) == 64
+    assert (
+        m["format"] == "harness-golden/1"
+        and m["sets"]["chat"]["prompts"] == 3
+        and len(m["sets"]["chat"]["sha256"]) == 64
+    )
 
 
 def _strip_sha(d):

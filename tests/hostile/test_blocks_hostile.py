@@ -33,11 +33,21 @@ from harness.errors import RefusedError, UsageError
 from tests.support import netguard
 from tests.support.badserver import BadServer
 
-TINY = {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 128,
-        "head_dim": 64, "torch_dtype": "float32"}
-GOOD_SCENARIO = {"requests": 4, "arrival": {"kind": "constant", "rate": 10},
-                 "prompt_tokens": {"kind": "fixed", "value": 20}, "output_tokens": {"kind": "fixed", "value": 5},
-                 "engine": {"num_blocks": 64, "block_size": 16}}
+TINY = {
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "hidden_size": 128,
+    "head_dim": 64,
+    "torch_dtype": "float32",
+}
+GOOD_SCENARIO = {
+    "requests": 4,
+    "arrival": {"kind": "constant", "rate": 10},
+    "prompt_tokens": {"kind": "fixed", "value": 20},
+    "output_tokens": {"kind": "fixed", "value": 5},
+    "engine": {"num_blocks": 64, "block_size": 16},
+}
 REPO = Path(harness.__file__).resolve().parent.parent
 
 
@@ -109,8 +119,9 @@ def test_capacity_refuses_a_bad_model_shape(tmp_path, change, field):
                               "--block-size", "16"), field, "config.json")  # fmt: skip
 
 
-@pytest.mark.parametrize("text", ["[1, 2]", '"x"', "null", '{"text_config": [1]}', "{", "[" * 20000,
-                                  '{"a": ' * 20000, "\ufeff{", "NaN"])
+@pytest.mark.parametrize(
+    "text", ["[1, 2]", '"x"', "null", '{"text_config": [1]}', "{", "[" * 20000, '{"a": ' * 20000, "\ufeff{", "NaN"]
+)
 def test_capacity_unusable_or_deep_config_json_is_one_line(tmp_path, text):
     """#23: a config.json nested 20,000 deep (or not an object) is one line naming the file, not a RecursionError."""
     assert_one_line_error(cli("blocks", "capacity", "--model", config_file(tmp_path, text), "--kv-bytes", "1GiB",
@@ -196,22 +207,37 @@ def test_simulate_nan_never_loops(tmp_path, text, field):
 
 
 BAD_FIELDS = [
-    ({"engine": {"num_blocks": 2.5}}, "engine.num_blocks"), ({"engine": {"num_blocks": 0}}, "engine.num_blocks"),
-    ({"engine": {"num_blocks": 1}}, "engine.num_blocks"), ({"engine": {"num_blocks": 10**12}}, "engine.num_blocks"),
-    ({"engine": {"block_size": 0}}, "engine.block_size"), ({"engine": {"block_size": 10**9}}, "engine.block_size"),
-    ({"engine": {"step_time_s": 0}}, "engine.step_time_s"), ({"engine": {"step_time_s": -1}}, "engine.step_time_s"),
-    ({"engine": {"step_time_s": 1e-300}}, "engine.step_time_s"), ({"engine": {"max_model_len": True}}, "max_model_len"),
-    ({"engine": {"max_num_seqs": 0}}, "engine.max_num_seqs"), ({"engine": {"enable_prefix_caching": 1}}, "enable_prefix"),
-    ({"engine": {"max_num_batched_tokens": 10**18}}, "max_num_batched_tokens"), ({"engine": {"nope": 1}}, "engine.nope"),
-    ({"engine": [1]}, "engine"), ({"requests": "1e9"}, "requests"), ({"requests": 10**9}, "requests"),
-    ({"requests": 0}, "requests"), ({"requests": 2.0}, "requests"), ({"requests": None}, "requests"),
-    ({"arrival": {"kind": "constant", "rate": 0}}, "arrival.rate"), ({"arrival": {"kind": "poisson"}}, "arrival.kind"),
-    ({"arrival": {"kind": "constant", "rate": 1e-300}}, "arrival.rate"), ({"arrival": {"rate": "fast"}}, "arrival.rate"),
+    ({"engine": {"num_blocks": 2.5}}, "engine.num_blocks"),
+    ({"engine": {"num_blocks": 0}}, "engine.num_blocks"),
+    ({"engine": {"num_blocks": 1}}, "engine.num_blocks"),
+    ({"engine": {"num_blocks": 10**12}}, "engine.num_blocks"),
+    ({"engine": {"block_size": 0}}, "engine.block_size"),
+    ({"engine": {"block_size": 10**9}}, "engine.block_size"),
+    ({"engine": {"step_time_s": 0}}, "engine.step_time_s"),
+    ({"engine": {"step_time_s": -1}}, "engine.step_time_s"),
+    ({"engine": {"step_time_s": 1e-300}}, "engine.step_time_s"),
+    ({"engine": {"max_model_len": True}}, "max_model_len"),
+    ({"engine": {"max_num_seqs": 0}}, "engine.max_num_seqs"),
+    ({"engine": {"enable_prefix_caching": 1}}, "enable_prefix"),
+    ({"engine": {"max_num_batched_tokens": 10**18}}, "max_num_batched_tokens"),
+    ({"engine": {"nope": 1}}, "engine.nope"),
+    ({"engine": [1]}, "engine"),
+    ({"requests": "1e9"}, "requests"),
+    ({"requests": 10**9}, "requests"),
+    ({"requests": 0}, "requests"),
+    ({"requests": 2.0}, "requests"),
+    ({"requests": None}, "requests"),
+    ({"arrival": {"kind": "constant", "rate": 0}}, "arrival.rate"),
+    ({"arrival": {"kind": "poisson"}}, "arrival.kind"),
+    ({"arrival": {"kind": "constant", "rate": 1e-300}}, "arrival.rate"),
+    ({"arrival": {"rate": "fast"}}, "arrival.rate"),
     ({"prompt_tokens": {"kind": "fixed", "value": 2.5}}, "prompt_tokens"),
     ({"prompt_tokens": {"kind": "fixed", "value": 10**12}}, "prompt_tokens"),
     ({"prompt_tokens": {"kind": "uniform", "min": 5, "max": 1}}, "prompt_tokens"),
-    ({"output_tokens": {"kind": "fixed", "value": -1}}, "output_tokens"), ({"seed": 1.5}, "seed"),
-    ({"seed": 10**30}, "seed"), ({"shared_prefix": {"share": 2, "tokens": 4}}, "shared_prefix.share"),
+    ({"output_tokens": {"kind": "fixed", "value": -1}}, "output_tokens"),
+    ({"seed": 1.5}, "seed"),
+    ({"seed": 10**30}, "seed"),
+    ({"shared_prefix": {"share": 2, "tokens": 4}}, "shared_prefix.share"),
     ({"shared_prefix": {"share": 0.5, "tokens": -4}}, "shared_prefix.tokens"),
     ({"requests": 100_000, "prompt_tokens": {"kind": "fixed", "value": 1_000_000}}, "limit"),
 ]
@@ -224,8 +250,18 @@ def test_simulate_absurd_fields_are_one_line_naming_the_field(tmp_path, change, 
     assert_one_line_error(cli_bounded("blocks", "simulate", scenario_file(tmp_path, doc), timeout=30), field, "s.yaml")
 
 
-@pytest.mark.parametrize("text", ["[" * 20000, "a:\n  " + "- " * 5000 + "x", "{a: 1, a: 2}",
-                                  yaml.safe_dump(GOOD_SCENARIO) + "requests: 9\n", "- 1\n- 2\n", "", "\x00\xff"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 20000,
+        "a:\n  " + "- " * 5000 + "x",
+        "{a: 1, a: 2}",
+        yaml.safe_dump(GOOD_SCENARIO) + "requests: 9\n",
+        "- 1\n- 2\n",
+        "",
+        "\x00\xff",
+    ],
+)
 def test_simulate_hostile_yaml_is_one_line(tmp_path, text):
     """#23: deep nesting, duplicate keys, a non-mapping or binary scenario is one ManifestError naming the file."""
     assert_one_line_error(cli("blocks", "simulate", scenario_file(tmp_path, text)), "s.yaml")
@@ -236,8 +272,16 @@ def test_simulate_fifo_scenario_does_not_block(tmp_path):
     assert_one_line_error(cli_bounded("blocks", "simulate", str(tmp_path / "s.yaml"), timeout=20), "regular file")
 
 
-@pytest.mark.parametrize("flag, value", [("--num-blocks", "1"), ("--num-blocks", str(10**12)), ("--block-size", "0"),
-                                         ("--max-num-seqs", "-1"), ("--max-num-batched-tokens", "1e3")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--num-blocks", "1"),
+        ("--num-blocks", str(10**12)),
+        ("--block-size", "0"),
+        ("--max-num-seqs", "-1"),
+        ("--max-num-batched-tokens", "1e3"),
+    ],
+)
 def test_simulate_override_flags_are_bounded(tmp_path, flag, value):
     path = scenario_file(tmp_path, GOOD_SCENARIO)
     assert_one_line_error(cli_bounded("blocks", "simulate", path, flag, value, timeout=20), flag)
@@ -245,8 +289,11 @@ def test_simulate_override_flags_are_bounded(tmp_path, flag, value):
 
 def test_simulate_request_that_can_never_finish_is_refused_not_spun(tmp_path):
     """A cache smaller than one request used to spin for a million steps and then print a partial result, exit 0."""
-    doc = {**GOOD_SCENARIO, "prompt_tokens": {"kind": "fixed", "value": 100},
-           "engine": {"num_blocks": 4, "block_size": 16, "max_num_batched_tokens": 32}}
+    doc = {
+        **GOOD_SCENARIO,
+        "prompt_tokens": {"kind": "fixed", "value": 100},
+        "engine": {"num_blocks": 4, "block_size": 16, "max_num_batched_tokens": 32},
+    }
     t0 = time.monotonic()
     assert_one_line_error(cli("blocks", "simulate", scenario_file(tmp_path, doc)), "req-0", "usable")
     assert time.monotonic() - t0 < 10
@@ -256,14 +303,26 @@ def test_simulation_is_bounded_in_steps_and_wall_time(tmp_path, monkeypatch):
     from harness.blocks import limits
     from harness.blocks.simulate import SimulationLimit, run
 
-    sc = sc_mod.parse({**GOOD_SCENARIO, "requests": 200, "arrival": {"kind": "constant"},
-                       "output_tokens": {"kind": "fixed", "value": 50}, "engine": {"num_blocks": 1024, "max_num_seqs": 1}})
+    sc = sc_mod.parse(
+        {
+            **GOOD_SCENARIO,
+            "requests": 200,
+            "arrival": {"kind": "constant"},
+            "output_tokens": {"kind": "fixed", "value": 50},
+            "engine": {"num_blocks": 1024, "max_num_seqs": 1},
+        }
+    )
     with pytest.raises(SimulationLimit, match="100 engine steps"):
         run(sc, max_steps=100)
     with pytest.raises(SimulationLimit, match="real time"):
         run(sc, max_wall_s=0.0)
     monkeypatch.setattr(limits, "MAX_STEPS", 50)  # the CLI uses the module's bounds
-    doc = {**GOOD_SCENARIO, "requests": 200, "output_tokens": {"kind": "fixed", "value": 50}, "engine": {"max_num_seqs": 1}}
+    doc = {
+        **GOOD_SCENARIO,
+        "requests": 200,
+        "output_tokens": {"kind": "fixed", "value": 50},
+        "engine": {"max_num_seqs": 1},
+    }
     assert_one_line_error(cli("blocks", "simulate", scenario_file(tmp_path, doc)), "50 engine steps")
 
 
@@ -274,9 +333,14 @@ def test_good_scenarios_still_simulate(tmp_path):
 
 def test_loadtest_scenario_too_large_for_the_simulator_is_refused_before_planning(tmp_path):
     """#22: 100,000 requests of 1,000,000 units were all built before the simulation started."""
-    doc = {"name": "huge", "bounds": {"max_requests": 100_000, "max_duration_s": 10},
-           "arrival": {"kind": "constant", "rate": 10}, "prompt_tokens": {"kind": "fixed", "value": 1_000_000},
-           "output_tokens": {"kind": "fixed", "value": 10}, "prompt_unit": "char"}
+    doc = {
+        "name": "huge",
+        "bounds": {"max_requests": 100_000, "max_duration_s": 10},
+        "arrival": {"kind": "constant", "rate": 10},
+        "prompt_tokens": {"kind": "fixed", "value": 1_000_000},
+        "output_tokens": {"kind": "fixed", "value": 10},
+        "prompt_unit": "char",
+    }
     assert_one_line_error(cli_bounded("blocks", "simulate", scenario_file(tmp_path, doc), timeout=30), "limit")
 
 
@@ -310,8 +374,10 @@ class _MetricsHandler(BaseHTTPRequestHandler):
         pass
 
 
-METRICS = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",cpu_kvcache_space_bytes="1073741824",'
-           'enable_prefix_caching="True",engine="0",num_gpu_blocks="8192",num_gpu_blocks_override="None"} 1.0\n')
+METRICS = (
+    'vllm:cache_config_info{block_size="128",cache_dtype="auto",cpu_kvcache_space_bytes="1073741824",'
+    'enable_prefix_caching="True",engine="0",num_gpu_blocks="8192",num_gpu_blocks_override="None"} 1.0\n'
+)
 
 
 def test_crosscheck_accepts_all_of_127_0_0_0_slash_8(tmp_path):
@@ -396,8 +462,10 @@ def test_capacity_any_config_number_is_a_result_or_one_line(tmp_path, layers, he
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))  # NaN/Infinity are written as such: a reader must cope
     t0 = time.monotonic()
-    _check_result(cli("blocks", "capacity", "--model", str(path), "--kv-bytes", "1GiB", "--block-size", "16"),
-                  time.monotonic() - t0)
+    _check_result(
+        cli("blocks", "capacity", "--model", str(path), "--kv-bytes", "1GiB", "--block-size", "16"),
+        time.monotonic() - t0,
+    )
 
 
 @given(flag=st.sampled_from(["--min", "--max", "--block-size", "--reserve", "--sample", "--seed"]), value=NUMBERS)

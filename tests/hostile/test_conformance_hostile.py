@@ -220,7 +220,11 @@ def _parent_is_a_file(tmp_path):
     return _out_is_a_file(tmp_path) / "sub"
 
 
-BAD_OUT = {"existing-file": _out_is_a_file, "junit-is-a-directory": _junit_is_a_dir, "parent-is-a-file": _parent_is_a_file}
+BAD_OUT = {
+    "existing-file": _out_is_a_file,
+    "junit-is-a-directory": _junit_is_a_dir,
+    "parent-is-a-file": _parent_is_a_file,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BAD_OUT))
@@ -311,12 +315,26 @@ def test_check_stream_bom_loses_nothing(form, tmp_path, capsys):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(blob=st.one_of(st.binary(max_size=400),
-                 st.builds(lambda v: json.dumps(v).encode(), st.recursive(
-                     st.none() | st.booleans() | st.integers() | st.text(max_size=4),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-                         st.sampled_from(["error", "events", "method", "choices", "object", "message", "id"]), inner,
-                         max_size=4), max_leaves=20))))
+@given(
+    blob=st.one_of(
+        st.binary(max_size=400),
+        st.builds(
+            lambda v: json.dumps(v).encode(),
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+                lambda inner: (
+                    st.lists(inner, max_size=3)
+                    | st.dictionaries(
+                        st.sampled_from(["error", "events", "method", "choices", "object", "message", "id"]),
+                        inner,
+                        max_size=4,
+                    )
+                ),
+                max_leaves=20,
+            ),
+        ),
+    )
+)
 def test_fuzz_check_stream_answers_or_refuses_in_one_line(blob, tmp_path_factory):
     f = tmp_path_factory.mktemp("fuzz") / "s"
     f.write_bytes(blob)
@@ -354,8 +372,13 @@ def test_zero_chunks_do_not_mark_a_declared_quirk_as_fixed():
 
 # -- 21: the suite's wall time and every stream's bytes and duration are bounded ---------------------------------
 
-SHAPE_IDS = ["chat.stream.json-chunks", "chat.stream.role-first", "chat.stream.role-once", "chat.stream.object",
-             "chat.stream.done-present"]
+SHAPE_IDS = [
+    "chat.stream.json-chunks",
+    "chat.stream.role-first",
+    "chat.stream.role-once",
+    "chat.stream.object",
+    "chat.stream.done-present",
+]
 
 
 @pytest.mark.parametrize("mode", ["stall", "drip"])
@@ -367,7 +390,9 @@ def test_a_stalled_stream_costs_one_bound_and_is_sent_once(mode):
     assert dt < 5, dt
     res = {r.id: r for r in rep.results}
     assert res["chat.stream.done-present"].verdict == "fail"
-    assert all("BoundExceeded" in r.note and "chat.stream stream" in r.note for r in rep.results), [r.note for r in rep.results]
+    assert all("BoundExceeded" in r.note and "chat.stream stream" in r.note for r in rep.results), [
+        r.note for r in rep.results
+    ]
     assert not any(r.verdict == "pass" for r in rep.results if mode == "stall")
 
 
@@ -412,8 +437,10 @@ def test_cli_bounds_a_misbehaving_server(mode, capsys):
     assert "wall-time bound (3s)" in out
 
 
-@pytest.mark.parametrize("flag,value", [("--max-seconds", "nan"), ("--max-seconds", "0"), ("--stream-seconds", "-1"),
-                                        ("--stream-seconds", "inf")])
+@pytest.mark.parametrize(
+    "flag,value",
+    [("--max-seconds", "nan"), ("--max-seconds", "0"), ("--stream-seconds", "-1"), ("--stream-seconds", "inf")],
+)
 def test_cli_bounds_must_be_positive_finite(flag, value, capsys):
     code, _, err = run_cli(capsys, "conform", "--url", "http://127.0.0.1:9", "--expect", "vllm-0.11", flag, value)
     assert code == 2 and flag in one_line_error(err)
@@ -436,9 +463,25 @@ def test_control_characters_from_the_server_leave_junit_valid(tmp_path):
 
     from harness.conformance.report import junit_xml, to_json
 
-    doc = {"expectations": "x", "counts": {}, "duration_s": 0, "engine": {"url": "http://u:p@127.0.0.1:1"},
-           "cases": [{"id": "a.b", "requirement": "r", "verdict": "fail", "behaviour": "x\x00y", "expected": None,
-                      "actual": "bell\x07 [/oops]", "chunk": None, "note": "\x1b[31m", "duration_s": float("nan")}]}
+    doc = {
+        "expectations": "x",
+        "counts": {},
+        "duration_s": 0,
+        "engine": {"url": "http://u:p@127.0.0.1:1"},
+        "cases": [
+            {
+                "id": "a.b",
+                "requirement": "r",
+                "verdict": "fail",
+                "behaviour": "x\x00y",
+                "expected": None,
+                "actual": "bell\x07 [/oops]",
+                "chunk": None,
+                "note": "\x1b[31m",
+                "duration_s": float("nan"),
+            }
+        ],
+    }
     ET.fromstring(junit_xml({**doc, "duration_s": 0.0, "cases": [{**doc["cases"][0], "duration_s": 0.0}]}))
     text = to_json(doc)
     assert json.loads(text)["cases"][0]["duration_s"] == "nan" and "u:p@" not in text
@@ -507,11 +550,40 @@ def test_committed_expectation_files_still_load():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
-                        ["name", "engine", "cases", "metrics", "cancellation", "probes", "quirk", "reason", "skip",
-                         "conditional", "required", "idle", "labels", "type", "settle_s", "bound_tokens", "a.b"]),
-                        inner, max_size=4), max_leaves=25))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "name",
+                        "engine",
+                        "cases",
+                        "metrics",
+                        "cancellation",
+                        "probes",
+                        "quirk",
+                        "reason",
+                        "skip",
+                        "conditional",
+                        "required",
+                        "idle",
+                        "labels",
+                        "type",
+                        "settle_s",
+                        "bound_tokens",
+                        "a.b",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            )
+        ),
+        max_leaves=25,
+    )
+)
 def test_fuzz_expectations_load_or_refuse(raw):
     import tempfile
 
@@ -528,8 +600,15 @@ def test_fuzz_expectations_load_or_refuse(raw):
 
 # -- 26, 27, 23, 24: update-expectations over malformed results and bad output paths -----------------------------
 
-GOOD_CASE = {"id": "chat.stream.role-once", "verdict": "fail", "level": "MUST", "behaviour": "role-on-every-chunk",
-             "expected": "x", "actual": "y", "unexpected_pass": False}
+GOOD_CASE = {
+    "id": "chat.stream.role-once",
+    "verdict": "fail",
+    "level": "MUST",
+    "behaviour": "role-on-every-chunk",
+    "expected": "x",
+    "actual": "y",
+    "unexpected_pass": False,
+}
 BAD_RESULTS = {
     "not-an-object": "[]",
     "cases-missing": "{}",
@@ -561,7 +640,9 @@ def test_update_expectations_unreadable_results(tmp_path, capsys, monkeypatch):
     res = tmp_path / "conformance.json"
     res.write_text(json.dumps({"cases": [GOOD_CASE]}))
     with unreadable(monkeypatch, res):
-        code, _, err = run_cli(capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", tmp_path / "o.yaml")
+        code, _, err = run_cli(
+            capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", tmp_path / "o.yaml"
+        )
     assert code == 2 and "Permission denied" in one_line_error(err)
 
 
@@ -582,7 +663,9 @@ def test_update_expectations_out_is_a_directory(tmp_path, capsys):
 
 def test_update_expectations_out_under_a_file(tmp_path, capsys):
     res = _results(tmp_path)
-    code, _, err = run_cli(capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", res / "x.yaml", "--force")
+    code, _, err = run_cli(
+        capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", res / "x.yaml", "--force"
+    )
     assert code == 2
     one_line_error(err)
 
@@ -612,7 +695,9 @@ def test_update_expectations_output_follows_the_umask(tmp_path, capsys):
     res = _results(tmp_path)
     old = os.umask(0o022)
     try:
-        code, _, err = run_cli(capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", tmp_path / "p.yaml")
+        code, _, err = run_cli(
+            capsys, "update-expectations", res, "--expect", "vllm-0.11", "--out", tmp_path / "p.yaml"
+        )
     finally:
         os.umask(old)
     assert code == 0, err

@@ -32,7 +32,9 @@ def test_loopback_rule_refuses_on_the_parsed_address(url, error):
     assert netguard.ATTEMPTS == before  # decided without a socket
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://127.0.0.2:1/", "http://[::1]:9", "http://localhost:5"])
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000", "http://127.0.0.2:1/", "http://[::1]:9", "http://localhost:5"]
+)
 def test_loopback_rule_accepts_loopback(url):
     assert loopback_url(url) == url.rstrip("/") or loopback_url(url).startswith("http://")
 

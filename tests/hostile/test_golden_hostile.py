@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import DataError, ManifestError
+from harness.errors import ManifestError
 from harness.golden.store import load_recording, write_recording
-from harness.manifest import DEFAULT_MANIFEST, REPO_ROOT, load_manifest
+from harness.manifest import DEFAULT_MANIFEST, load_manifest
+from harness.settings import REPO_ROOT
 from tests.golden.helpers import choice, meta, record, write
 from tests.support import netguard
 from tests.support.badserver import BadServer
@@ -315,8 +316,13 @@ def test_record_is_bounded_in_time_and_memory(mode, tiny_set):
     Run in a child with a memory cap and a wall bound, so a reader without bounds fails instead of hanging."""
     with BadServer({"/v1/": mode, "*": "ok"}) as s:
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-c", RECORD_IN_CHILD, s.url, tiny_set], capture_output=True, text=True,
-                           timeout=60, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)))
+        r = subprocess.run(
+            [sys.executable, "-c", RECORD_IN_CHILD, s.url, tiny_set],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)),
+        )
     assert r.returncode == 3 and "prompt tiny/a: request failed" in r.stdout, (r.returncode, r.stderr[-300:])
     assert time.monotonic() - t0 < 30
 
@@ -324,8 +330,10 @@ def test_record_is_bounded_in_time_and_memory(mode, tiny_set):
 # --- #22: set files are plain names inside the recording directory, read without blocking ------------------------
 
 
-@pytest.mark.parametrize("fname", ["/dev/zero", "../outside.jsonl", "sub/chat.jsonl", "..", ".hidden.jsonl",
-                                   "meta.json", 5, None, ["chat.jsonl"]])
+@pytest.mark.parametrize(
+    "fname",
+    ["/dev/zero", "../outside.jsonl", "sub/chat.jsonl", "..", ".hidden.jsonl", "meta.json", 5, None, ["chat.jsonl"]],
+)
 def test_22_set_file_must_be_a_plain_name(tmp_path, fname):
     good = _rec(tmp_path / "good")
     (tmp_path / "outside.jsonl").write_text("{}\n")
@@ -404,8 +412,10 @@ def test_23_prompt_set_yaml_through_the_readers(tmp_path, capsys, text, where):
 def test_24_prompt_set_fifo_not_read(tmp_path):
     p = tmp_path / "fifo.yaml"
     os.mkfifo(p)
-    code = ("import sys\nfrom harness.errors import ManifestError\nfrom harness.golden.prompts import load_prompt_set\n"
-            "try:\n    load_prompt_set(sys.argv[1])\nexcept ManifestError as exc:\n    print(exc)\n    sys.exit(3)\n")
+    code = (
+        "import sys\nfrom harness.errors import ManifestError\nfrom harness.golden.prompts import load_prompt_set\n"
+        "try:\n    load_prompt_set(sys.argv[1])\nexcept ManifestError as exc:\n    print(exc)\n    sys.exit(3)\n"
+    )
     r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=30)  # may block
     assert r.returncode == 3 and "not a regular file" in r.stdout, (r.returncode, r.stderr[-300:])
 

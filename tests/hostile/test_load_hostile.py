@@ -218,7 +218,11 @@ def test_transport_turns_every_malformed_head_into_a_protocol_error():
         with pytest.raises(httpx.RemoteProtocolError):
             _chunk_size(line)
     assert _chunk_size(b"1a;name=v") == 26
-    assert _parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked")[:3] == (200, [("Transfer-Encoding", "chunked")], True)
+    assert _parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked")[:3] == (
+        200,
+        [("Transfer-Encoding", "chunked")],
+        True,
+    )
 
 
 @pytest.mark.parametrize("payload", [
@@ -325,8 +329,13 @@ def test_an_endless_stream_is_cut_by_size(tmp_path):
 # ---------------------------------------------------------------- #22 planned work is bounded and built lazily
 
 
-BASE = {"name": "t", "bounds": {"max_requests": 10, "max_duration_s": 5}, "arrival": {"kind": "poisson", "rate": 2.0},
-        "prompt_tokens": {"kind": "fixed", "value": 8}, "output_tokens": {"kind": "fixed", "value": 4}}
+BASE = {
+    "name": "t",
+    "bounds": {"max_requests": 10, "max_duration_s": 5},
+    "arrival": {"kind": "poisson", "rate": 2.0},
+    "prompt_tokens": {"kind": "fixed", "value": 8},
+    "output_tokens": {"kind": "fixed", "value": 4},
+}
 
 
 def with_(**kw) -> dict:
@@ -496,7 +505,9 @@ REPORT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kind, edit, needle", REPORT_CASES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(REPORT_CASES)])
+@pytest.mark.parametrize(
+    "kind, edit, needle", REPORT_CASES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(REPORT_CASES)]
+)
 def test_report_on_a_corrupt_events_file_is_one_line(kind, edit, needle, good_run, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
@@ -559,7 +570,9 @@ def test_out_equal_to_the_scenario_file_is_refused(tmp_path):
 # ---------------------------------------------------------------- --api-key-env must name a variable that is set
 
 
-@pytest.mark.parametrize("value, needle", [("HARNESS_TEST_UNSET_KEY_VAR", "not set"), ("sk-abc123", "not the key itself")])
+@pytest.mark.parametrize(
+    "value, needle", [("HARNESS_TEST_UNSET_KEY_VAR", "not set"), ("sk-abc123", "not the key itself")]
+)
 def test_api_key_env_unset_or_a_key_is_refused(value, needle, tmp_path):
     with BadServer("ok") as s:
         rc, _, err, _ = load(s.url, scenario(tmp_path), tmp_path / "o", "--api-key-env", value)

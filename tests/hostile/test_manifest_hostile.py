@@ -256,8 +256,19 @@ def _flexible(tokens: list[str]) -> list[str]:
 
 # vLLM's options that the manifest must not set (harness.launch.argcheck.FORBIDDEN_ARGS["vllm"], spelled out here so
 # that the test states the rule independently), and neighbours that it may.
-VLLM_FORBIDDEN = ["--host", "--port", "--api-key", "--uds", "--config", "--model", "--served-model-name",
-                  "--data-parallel-address", "--otlp-traces-endpoint", "--kv-events-config", "--kv-transfer-config"]
+VLLM_FORBIDDEN = [
+    "--host",
+    "--port",
+    "--api-key",
+    "--uds",
+    "--config",
+    "--model",
+    "--served-model-name",
+    "--data-parallel-address",
+    "--otlp-traces-endpoint",
+    "--kv-events-config",
+    "--kv-transfer-config",
+]
 _NAMES = [f.lstrip("-") for f in VLLM_FORBIDDEN] + ["seed", "dtype", "model-impl", "config-format", "max-num-seqs"]
 _token = st.one_of(
     st.sampled_from(["0.0.0.0", "1", "x.yaml", "sk-x"]),

@@ -99,8 +99,12 @@ def test_key_depends_on_every_input(fake):
     _, sha, _, _ = fake
     base = sb.build_key_inputs(sha)
     assert sb.build_key(base) == sb.build_key(json.loads(json.dumps(base)))
-    for change in ({"archive_sha256": "1" * 64}, {"flags": base["flags"] + ["-DGGML_NATIVE=ON"]},
-                   {"cxx": {**base["cxx"], "full": "99.0.0"}}, {"cmake": "cmake version 0"}):
+    for change in (
+        {"archive_sha256": "1" * 64},
+        {"flags": base["flags"] + ["-DGGML_NATIVE=ON"]},
+        {"cxx": {**base["cxx"], "full": "99.0.0"}},
+        {"cmake": "cmake version 0"},
+    ):
         assert sb.build_key({**base, **change}) != sb.build_key(base)
 
 
@@ -164,8 +168,11 @@ def test_concurrent_caller_waits_for_the_lock(fake):
     result: list = []
     with open(home / "builds" / f"{key}.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        t = threading.Thread(target=lambda: result.append(
-            sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lines.append)))
+        t = threading.Thread(
+            target=lambda: result.append(
+                sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, progress=lines.append)
+            )
+        )
         t.start()
         time.sleep(1.0)
         assert result == [] and any("waiting for another build" in s for s in lines)

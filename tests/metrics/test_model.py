@@ -50,8 +50,12 @@ def test_families_and_types_of_a_real_capture(expo):
 def test_kv_usage_gauge_and_scheduler_gauges(expo):
     assert expo.value("vllm:kv_cache_usage_perc") == 0.0
     assert expo.value("vllm:num_requests_running") == 0.0 and expo.value("vllm:num_requests_waiting") == 0.0
-    busy = parse_exposition(V011.replace('vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.0',
-                                         'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25'))
+    busy = parse_exposition(
+        V011.replace(
+            'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.0',
+            'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25',
+        )
+    )
     assert busy.value("vllm:kv_cache_usage_perc") == 0.25
 
 
@@ -98,16 +102,21 @@ def test_histogram_buckets_of_a_real_capture():
     assert list(h.le) == sorted(h.le) and all(a <= b for a, b in zip(h.cum, h.cum[1:]))  # cumulative
     assert h.count == 66.0 and h.sum == pytest.approx(49.524545669555664)
     g = parse_exposition(V011).histogram("vllm:request_generation_tokens")
-    assert g.to_dict() == {"le": [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, math.inf],
-                           "cum": [0.0, 0.0, 8.0, 23.0, 25.0, 35.0, 35.0, 35.0, 35.0, 35.0, 35.0],
-                           "count": 35.0, "sum": 486.0}
+    assert g.to_dict() == {
+        "le": [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, math.inf],
+        "cum": [0.0, 0.0, 8.0, 23.0, 25.0, 35.0, 35.0, 35.0, 35.0, 35.0, 35.0],
+        "count": 35.0,
+        "sum": 486.0,
+    }
     assert parse_exposition(V032).histogram("vllm:time_to_first_token_seconds").count == 22.0
     assert parse_exposition(V011).histogram("vllm:kv_cache_usage_perc") is None
 
 
 def test_histogram_buckets_sum_over_label_sets():
-    text = ('# TYPE h histogram\nh_bucket{a="1",le="1"} 1\nh_bucket{a="1",le="+Inf"} 2\nh_bucket{a="2",le="1"} 3\n'
-            'h_bucket{a="2",le="+Inf"} 4\nh_count{a="1"} 2\nh_count{a="2"} 4\nh_sum{a="1"} 0.5\nh_sum{a="2"} 1.5\n')
+    text = (
+        '# TYPE h histogram\nh_bucket{a="1",le="1"} 1\nh_bucket{a="1",le="+Inf"} 2\nh_bucket{a="2",le="1"} 3\n'
+        'h_bucket{a="2",le="+Inf"} 4\nh_count{a="1"} 2\nh_count{a="2"} 4\nh_sum{a="1"} 0.5\nh_sum{a="2"} 1.5\n'
+    )
     h = parse_exposition(text).histogram("h")
     assert (h.le, h.cum, h.count, h.sum) == ((1.0, math.inf), (4.0, 6.0), 6.0, 2.0)
 
@@ -126,8 +135,10 @@ def test_the_stored_form_of_a_scrape_reads_the_same(text):
 
 def test_a_counter_written_without_total_is_found_by_either_name():
     """TGI's exporter writes `tgi_request_count 5` under `# TYPE tgi_request_count counter`; the parser renames it."""
-    expo = parse_exposition('# TYPE tgi_request_count counter\ntgi_request_count 5\n'
-                            '# TYPE tgi_request_failure counter\ntgi_request_failure{err="x"} 1\n')
+    expo = parse_exposition(
+        "# TYPE tgi_request_count counter\ntgi_request_count 5\n"
+        '# TYPE tgi_request_failure counter\ntgi_request_failure{err="x"} 1\n'
+    )
     assert expo.family("tgi_request_count").type == "counter"
     assert expo.value("tgi_request_count") == expo.value("tgi_request_count_total") == 5.0
     assert expo.labels("tgi_request_failure") == {"err": "x"}

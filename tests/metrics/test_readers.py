@@ -35,26 +35,56 @@ def with_value(text: str, sample: str, value: float) -> str:
 
 
 def _request(i: int, ttft_ms: int) -> dict:
-    return {"id": i, "sent_ns": 0, "end_ns": 2 * ttft_ms * MS, "ev_t": [ttft_ms * MS, ttft_ms * MS + 1], "ev_k": "rc",
-            "outcome": "ok", "usage": {"completion_tokens": 1, "prompt_tokens": 3}}
+    return {
+        "id": i,
+        "sent_ns": 0,
+        "end_ns": 2 * ttft_ms * MS,
+        "ev_t": [ttft_ms * MS, ttft_ms * MS + 1],
+        "ev_k": "rc",
+        "outcome": "ok",
+        "usage": {"completion_tokens": 1, "prompt_tokens": 3},
+    }
 
 
 def test_crosscheck_reads_counters_histogram_and_preemptions_from_stored_scrapes():
     before = stored(V011)
     after = V011
-    for name, v in (("vllm:generation_tokens_total", 1405.0), ("vllm:prompt_tokens_total", 1468.0),
-                    ("vllm:num_preemptions_total", 2.0)):
+    for name, v in (
+        ("vllm:generation_tokens_total", 1405.0),
+        ("vllm:prompt_tokens_total", 1468.0),
+        ("vllm:num_preemptions_total", 2.0),
+    ):
         after = with_value(after, name, v)
     after = with_value(after, 'vllm:request_success_total{engine="0",finished_reason="length",model_name="tiny"}', 30.0)
-    for le in ("0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0",
-               "160.0", "640.0", "2560.0", "+Inf"):  # one more first token, in (0.04, 0.06]
+    for le in (
+        "0.06",
+        "0.08",
+        "0.1",
+        "0.25",
+        "0.5",
+        "0.75",
+        "1.0",
+        "2.5",
+        "5.0",
+        "7.5",
+        "10.0",
+        "20.0",
+        "40.0",
+        "80.0",
+        "160.0",
+        "640.0",
+        "2560.0",
+        "+Inf",
+    ):  # one more first token, in (0.04, 0.06]
         old = parse_exposition(V011).value("vllm:time_to_first_token_seconds_bucket", le=le)
         line = f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{le}",model_name="tiny"}}'
         after = with_value(after, line, old + 1)
     after = with_value(after, "vllm:time_to_first_token_seconds_count", 67.0)
     after = with_value(after, "vllm:time_to_first_token_seconds_sum", 49.524545669555664 + 0.05)
-    res = server_crosscheck([_request(0, 50)], [{"phase": "before", "text": before, "t_ns": 0},
-                                                {"phase": "after", "text": stored(after), "t_ns": 9 * MS}])
+    res = server_crosscheck(
+        [_request(0, 50)],
+        [{"phase": "before", "text": before, "t_ns": 0}, {"phase": "after", "text": stored(after), "t_ns": 9 * MS}],
+    )
     assert res["available"]
     assert res["tokens"]["output"]["server"] == 1.0 and res["tokens"]["prompt"]["server"] == 3.0
     assert res["requests"] == {"client_ok": 1, "server_success": 1.0}
@@ -67,16 +97,28 @@ def test_crosscheck_reads_counters_histogram_and_preemptions_from_stored_scrapes
 
 
 def test_crosscheck_on_a_scrape_that_is_not_the_format_is_a_flag():
-    res = server_crosscheck([_request(0, 50)], [{"phase": "before", "text": 'vllm:x{a="1" 2', "t_ns": 0},
-                                                {"phase": "after", "text": stored(V011), "t_ns": 9 * MS}])
+    res = server_crosscheck(
+        [_request(0, 50)],
+        [
+            {"phase": "before", "text": 'vllm:x{a="1" 2', "t_ns": 0},
+            {"phase": "after", "text": stored(V011), "t_ns": 9 * MS},
+        ],
+    )
     assert res["available"] is False and "not Prometheus text" in res["flags"][0]
 
 
 def test_timeline_reads_the_gauges_and_shows_none_for_a_broken_scrape():
     busy = with_value(with_value(stored(V011), "vllm:kv_cache_usage_perc", 0.5), "vllm:num_requests_running", 3.0)
-    tl = timeline([_request(0, 50)], [{"phase": "during", "text": busy, "t_ns": MS},
-                                      {"phase": "during", "text": "vllm:x{", "t_ns": 2 * MS},
-                                      {"phase": "during", "text": stored(V032), "t_ns": 3 * MS}], 0, 10 * MS)
+    tl = timeline(
+        [_request(0, 50)],
+        [
+            {"phase": "during", "text": busy, "t_ns": MS},
+            {"phase": "during", "text": "vllm:x{", "t_ns": 2 * MS},
+            {"phase": "during", "text": stored(V032), "t_ns": 3 * MS},
+        ],
+        0,
+        10 * MS,
+    )
     g = tl["gauges"]
     assert g["kv_usage"] == [0.5, None, 0.0] and g["running"] == [3.0, None, 0.0] and g["waiting"] == [0.0, None, 0.0]
 
@@ -98,8 +140,13 @@ class MockEngine:
         if req.url.path == "/v1/models":
             return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 2048}]})
         prompt = json.loads(req.content)["prompt"]
-        common = max((next((i for i, (a, b) in enumerate(zip(p, prompt)) if a != b), min(len(p), len(prompt)))
-                      for p in self.seen), default=0)
+        common = max(
+            (
+                next((i for i, (a, b) in enumerate(zip(p, prompt)) if a != b), min(len(p), len(prompt)))
+                for p in self.seen
+            ),
+            default=0,
+        )
         self.queries += len(prompt)
         self.hits += common // self.block * self.block
         self.seen.append(prompt)
@@ -112,9 +159,18 @@ def _client(handler) -> httpx.Client:
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "hidden_size": 128,
-        "head_dim": 64, "torch_dtype": "float32"}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "hidden_size": 128,
+                "head_dim": 64,
+                "torch_dtype": "float32",
+            }
+        )
+    )
     return tmp_path
 
 

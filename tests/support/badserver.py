@@ -58,11 +58,15 @@ def _ok_body(path: str, request: dict) -> bytes:
         return _reply(200, b"")
     n = int(request.get("max_tokens") or 3)
     if request.get("stream"):
-        body = _sse({**CHUNK, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        body = _sse(
+            {**CHUNK, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        )
         for _ in range(n):
             body += _sse(CHUNK)
         body += _sse({**CHUNK, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
-        body += _sse({**CHUNK, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}})
+        body += _sse(
+            {**CHUNK, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}}
+        )
         body += b"data: [DONE]\n\n"
         return _reply(200, body, "text/event-stream")
     msg = {"role": "assistant", "content": "x" * n}
@@ -82,7 +86,7 @@ class BadServer:
         self._stop: asyncio.Event | None = None
         self._tasks: set[asyncio.Task] = set()
 
-    def __enter__(self) -> "BadServer":
+    def __enter__(self) -> BadServer:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -175,7 +179,9 @@ class BadServer:
                 await writer.drain()
                 await asyncio.sleep(0)
         elif mode == "badchunk":
-            w(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nZZZ\r\nhello\r\n")
+            w(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nZZZ\r\nhello\r\n"
+            )
         elif mode == "hugeheaders":
             w(b"HTTP/1.1 200 OK\r\n" + b"x-junk: " + b"a" * (1 << 20) + b"\r\ncontent-length: 0\r\n\r\n")
         elif mode == "close":

@@ -50,7 +50,9 @@ def ensure_daemon(timeout: float = 30.0, log_path: str | Path | None = None) -> 
         raise DockerUnavailable(f"no Docker daemon answers at {host} (DOCKER_HOST is set; not starting one there)")
     dockerd = shutil.which("dockerd") or ("/usr/sbin/dockerd" if Path("/usr/sbin/dockerd").exists() else None)
     if dockerd is None:
-        raise DockerUnavailable(f"no Docker daemon answers at {host} and dockerd is not installed; run .ci/docker-setup.sh")
+        raise DockerUnavailable(
+            f"no Docker daemon answers at {host} and dockerd is not installed; run .ci/docker-setup.sh"
+        )
     if os.geteuid() != 0:
         raise DockerUnavailable(f"no Docker daemon answers at {host}; starting dockerd needs root; {START_HINT}")
     log = Path(log_path) if log_path else harness_home() / "dockerd.log"
@@ -113,9 +115,13 @@ def ensure_registry(root_dir: str | Path, port: int | None = None, timeout: floa
                 return addr
         except ValueError:
             pass
-    binary = shutil.which("docker-registry") or ("/usr/bin/docker-registry" if Path("/usr/bin/docker-registry").exists() else None)
+    binary = shutil.which("docker-registry") or (
+        "/usr/bin/docker-registry" if Path("/usr/bin/docker-registry").exists() else None
+    )
     if binary is None:
-        raise DockerUnavailable("docker-registry is not installed (Debian package docker-registry); run .ci/docker-setup.sh")
+        raise DockerUnavailable(
+            "docker-registry is not installed (Debian package docker-registry); run .ci/docker-setup.sh"
+        )
     if port is None:
         port = 5000 if _port_free(5000) else free_loopback_port()
     addr = f"127.0.0.1:{port}"
@@ -152,7 +158,9 @@ def ensure_registry(root_dir: str | Path, port: int | None = None, timeout: floa
             return addr
         time.sleep(0.2)
     stop_registry(root)
-    raise DockerUnavailable(f"docker-registry did not answer at {addr} within {timeout:.0f} s; see {root / 'registry.log'}")
+    raise DockerUnavailable(
+        f"docker-registry did not answer at {addr} within {timeout:.0f} s; see {root / 'registry.log'}"
+    )
 
 
 def stop_registry(root_dir: str | Path, timeout: float = 10.0) -> None:

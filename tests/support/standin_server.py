@@ -22,7 +22,24 @@ __all__ = ["StandinServer", "serve", "main"]
 
 VERSION = "3.3.5"
 MODEL_ID = "standin/tiny-tgi"
-TOKENS = ["Hello", ",", " I", " am", " a", " stand", "-in", " for", " TGI", ".", " Ask", " me", " 42", " things", "!", "\n"]
+TOKENS = [
+    "Hello",
+    ",",
+    " I",
+    " am",
+    " a",
+    " stand",
+    "-in",
+    " for",
+    " TGI",
+    ".",
+    " Ask",
+    " me",
+    " 42",
+    " things",
+    "!",
+    "\n",
+]
 MAX_INPUT = 1000
 FINGERPRINT = f"{VERSION}-native"
 
@@ -101,13 +118,30 @@ class Handler(BaseHTTPRequestHandler):
         if p in ("/health", "/"):
             return self._send(200, b"", "")
         if p == "/info":
-            return self._json(200, {"model_id": MODEL_ID, "model_sha": None, "model_pipeline_tag": "text-generation",
-                                    "max_concurrent_requests": 128, "max_best_of": 2, "max_stop_sequences": 4,
-                                    "max_input_tokens": MAX_INPUT, "max_total_tokens": 2048, "validation_workers": 2,
-                                    "max_client_batch_size": 4, "router": "text-generation-router", "version": VERSION,
-                                    "sha": None, "docker_label": None})
+            return self._json(
+                200,
+                {
+                    "model_id": MODEL_ID,
+                    "model_sha": None,
+                    "model_pipeline_tag": "text-generation",
+                    "max_concurrent_requests": 128,
+                    "max_best_of": 2,
+                    "max_stop_sequences": 4,
+                    "max_input_tokens": MAX_INPUT,
+                    "max_total_tokens": 2048,
+                    "validation_workers": 2,
+                    "max_client_batch_size": 4,
+                    "router": "text-generation-router",
+                    "version": VERSION,
+                    "sha": None,
+                    "docker_label": None,
+                },
+            )
         if p == "/v1/models":
-            return self._json(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": MODEL_ID}]})
+            return self._json(
+                200,
+                {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": MODEL_ID}]},
+            )
         if p == "/metrics":
             return self._send(200, self._metrics().encode(), "text/plain; version=0.0.4")
         self._send(404, b"", "")
@@ -115,16 +149,30 @@ class Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> str:
         s = self.st
         with s.lock:
-            lines = ["# TYPE tgi_request_count counter", f"tgi_request_count {s.count}",
-                     "# TYPE tgi_request_success counter", f"tgi_request_success {s.success}",
-                     "# TYPE tgi_request_failure counter"]
+            lines = [
+                "# TYPE tgi_request_count counter",
+                f"tgi_request_count {s.count}",
+                "# TYPE tgi_request_success counter",
+                f"tgi_request_success {s.success}",
+                "# TYPE tgi_request_failure counter",
+            ]
             lines += [f'tgi_request_failure{{err="{k}"}} {v}' for k, v in sorted(s.failure.items())]
             for h in ("tgi_request_duration", "tgi_request_generated_tokens", "tgi_request_input_length"):
-                lines += [f"# TYPE {h} histogram", f'{h}_bucket{{le="1"}} 0', f'{h}_bucket{{le="+Inf"}} {s.success}',
-                          f"{h}_sum 0", f"{h}_count {s.success}"]
-            lines += ["# TYPE tgi_queue_size gauge", "tgi_queue_size 0",
-                      "# TYPE tgi_batch_current_size gauge", f"tgi_batch_current_size {s.running}",
-                      "# TYPE tgi_batch_current_max_tokens gauge", f"tgi_batch_current_max_tokens {s.running * 16}"]
+                lines += [
+                    f"# TYPE {h} histogram",
+                    f'{h}_bucket{{le="1"}} 0',
+                    f'{h}_bucket{{le="+Inf"}} {s.success}',
+                    f"{h}_sum 0",
+                    f"{h}_count {s.success}",
+                ]
+            lines += [
+                "# TYPE tgi_queue_size gauge",
+                "tgi_queue_size 0",
+                "# TYPE tgi_batch_current_size gauge",
+                f"tgi_batch_current_size {s.running}",
+                "# TYPE tgi_batch_current_max_tokens gauge",
+                f"tgi_batch_current_max_tokens {s.running * 16}",
+            ]
         return "\n".join(lines) + "\n"
 
     # -- POST ------------------------------------------------------------------------------------------------
@@ -137,11 +185,15 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             return
         if "application/json" not in (self.headers.get("Content-Type") or ""):
-            return self._send(415, b"Expected request with `Content-Type: application/json`", "text/plain; charset=utf-8")
+            return self._send(
+                415, b"Expected request with `Content-Type: application/json`", "text/plain; charset=utf-8"
+            )
         try:
             body = json.loads(raw)
         except ValueError as exc:
-            return self._send(400, f"Failed to parse the request body as JSON: {exc}".encode(), "text/plain; charset=utf-8")
+            return self._send(
+                400, f"Failed to parse the request body as JSON: {exc}".encode(), "text/plain; charset=utf-8"
+            )
         if not isinstance(body, dict):
             return self._send(422, b"Failed to deserialize the JSON body", "text/plain; charset=utf-8")
         with self.st.lock:
@@ -190,10 +242,18 @@ class Handler(BaseHTTPRequestHandler):
         if not stream:
             msg = {"role": "assistant", "content": "".join(toks)}
             self._done_ok(len(toks))
-            return self._json(200, {"object": "chat.completion", "id": "", "created": int(time.time()), "model": model,
-                                    "system_fingerprint": FINGERPRINT,
-                                    "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": fr}],
-                                    "usage": usage})
+            return self._json(
+                200,
+                {
+                    "object": "chat.completion",
+                    "id": "",
+                    "created": int(time.time()),
+                    "model": model,
+                    "system_fingerprint": FINGERPRINT,
+                    "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": fr}],
+                    "usage": usage,
+                },
+            )
         want_lp = body.get("logprobs") is True
         top = int(body.get("top_logprobs") or 0)
         self._start_sse()
@@ -227,8 +287,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chunk(self, model, delta, fr, lp=None):
         ch = [{"index": 0, "delta": delta, "logprobs": lp, "finish_reason": fr}] if delta is not None else []
-        return {"object": "chat.completion.chunk", "id": "", "created": int(time.time()), "model": model,
-                "system_fingerprint": FINGERPRINT, "choices": ch, "usage": None}
+        return {
+            "object": "chat.completion.chunk",
+            "id": "",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": FINGERPRINT,
+            "choices": ch,
+            "usage": None,
+        }
 
     def _completions(self, body):
         prompt = body.get("prompt")
@@ -245,16 +312,25 @@ class Handler(BaseHTTPRequestHandler):
         base = {"object": "text_completion", "id": "", "model": MODEL_ID, "system_fingerprint": FINGERPRINT}
         if not stream:
             self._done_ok(len(toks))
-            return self._json(200, {**base, "created": int(time.time()),
-                                    "choices": [{"index": 0, "text": "".join(toks), "logprobs": None, "finish_reason": fr}],
-                                    "usage": usage})
+            return self._json(
+                200,
+                {
+                    **base,
+                    "created": int(time.time()),
+                    "choices": [{"index": 0, "text": "".join(toks), "logprobs": None, "finish_reason": fr}],
+                    "usage": usage,
+                },
+            )
         self._start_sse()
         self._running(+1)
         try:
             for i, tok in enumerate(toks):
                 last = i == len(toks) - 1
-                c = {**base, "created": int(time.time()),
-                     "choices": [{"index": 0, "text": tok, "logprobs": None, "finish_reason": fr if last else ""}]}
+                c = {
+                    **base,
+                    "created": int(time.time()),
+                    "choices": [{"index": 0, "text": tok, "logprobs": None, "finish_reason": fr if last else ""}],
+                }
                 if last:
                     c["usage"] = usage
                 self._event(c)

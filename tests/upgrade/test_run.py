@@ -11,8 +11,9 @@ import pytest
 import harness.upgrade.run as run
 from harness.cli import main
 from harness.errors import RefusedError
-from harness.manifest import REPO_ROOT, Manifest, load_manifest
+from harness.manifest import Manifest, load_manifest
 from harness.metrics.surface import surface_from_text
+from harness.settings import REPO_ROOT
 from harness.upgrade.compare import compare_sides
 from harness.upgrade.judge import RULES, judge
 from harness.upgrade.render import render_markdown
@@ -39,10 +40,16 @@ def calls(monkeypatch):
         version = manifest.engine.version
         rec = out / manifest.name / "golden"
         write(rec, {"chat": [record("p", [choice(TOKS)])]})
-        return {"manifest": str(manifest.path), "name": manifest.name, "ok": True,
-                "engine": {"kind": manifest.engine.kind, "version": version}, "golden_dir": str(rec),
-                "metrics": surface_from_text((DATA / f"metrics-vllm-{version}.txt").read_text()),
-                "conformance": {"available": False, "reason": "not run (--no-conformance)"}, "wall_seconds": 0.1}
+        return {
+            "manifest": str(manifest.path),
+            "name": manifest.name,
+            "ok": True,
+            "engine": {"kind": manifest.engine.kind, "version": version},
+            "golden_dir": str(rec),
+            "metrics": surface_from_text((DATA / f"metrics-vllm-{version}.txt").read_text()),
+            "conformance": {"available": False, "reason": "not run (--no-conformance)"},
+            "wall_seconds": 0.1,
+        }
 
     monkeypatch.setattr(run, "load_manifest", counting_load)
     monkeypatch.setattr(run, "collect_side", fake_collect)
@@ -62,8 +69,15 @@ def test_each_manifest_loaded_once_each_side_collected_once(tmp_path, calls):
 
 
 def test_loaded_manifests_are_not_loaded_again(tmp_path, calls):
-    run.run_upgrade(load_manifest(OLD), load_manifest(NEW), tmp_path / "u", tolerance=0.02, margin=0.1,
-                    conformance=False, say=lambda s: None)
+    run.run_upgrade(
+        load_manifest(OLD),
+        load_manifest(NEW),
+        tmp_path / "u",
+        tolerance=0.02,
+        margin=0.1,
+        conformance=False,
+        say=lambda s: None,
+    )
     assert calls["load"] == [] and len(calls["collect"]) == 2
 
 
@@ -74,8 +88,10 @@ def test_the_report_on_disk_is_compare_judge_render(tmp_path, calls):
     assert saved == json.loads(json.dumps(report, default=str))
     assert "metrics" not in saved["old"] and "metrics" not in saved["new"]  # the surfaces are in metrics.txt
     old_m, new_m = load_manifest(OLD), load_manifest(NEW)
-    sides = [dict(saved[k], metrics=surface_from_text((DATA / f"metrics-vllm-{v}.txt").read_text()))
-             for k, v in (("old", "0.11.0"), ("new", "0.32.0"))]
+    sides = [
+        dict(saved[k], metrics=surface_from_text((DATA / f"metrics-vllm-{v}.txt").read_text()))
+        for k, v in (("old", "0.11.0"), ("new", "0.32.0"))
+    ]
     cmp = compare_sides(old_m, new_m, *sides, tolerance=0.02, margin=0.1)
     assert saved["comparison"] == json.loads(json.dumps(cmp, default=str))
     assert saved["verdict"] == judge(*sides, cmp)

@@ -66,7 +66,9 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
     not_cancelled = [i for i, t in enumerate(traces) if t.ended != "cancel"]
     if not_cancelled:
         t = traces[not_cancelled[0]]
-        return failed("stream-ended-early", "still streaming at the cut point", t.ended, note=t.error or f"status {t.status}")
+        return failed(
+            "stream-ended-early", "still streaming at the cut point", t.ended, note=t.error or f"status {t.status}"
+        )
     at_cancel = await _values(ctx, [gen] if gen else [])
     ok, vals, dt = await _settle(ctx, base, settle_s)
     if not ok:
@@ -79,8 +81,12 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
         grown = (after.get(gen) or 0) - (at_cancel.get(gen) or 0)
         evidence.update(tokens_after_disconnect=grown, streams=len(cut_points))
         if grown > bound * len(cut_points) or (quiet.get(gen) or 0) > (after.get(gen) or 0):
-            return failed("kept-generating", f"<= {bound * len(cut_points)} tokens after the disconnect", grown,
-                          note=f"still growing while idle: {(quiet.get(gen) or 0) - (after.get(gen) or 0)}")
+            return failed(
+                "kept-generating",
+                f"<= {bound * len(cut_points)} tokens after the disconnect",
+                grown,
+                note=f"still growing while idle: {(quiet.get(gen) or 0) - (after.get(gen) or 0)}",
+            )
     check = await ctx.post("/v1/completions", ctx.completion(max_tokens=4))
     doc, err = check.body_json()
     ct = (doc or {}).get("usage", {}).get("completion_tokens") if isinstance(doc, dict) else None
@@ -89,7 +95,9 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
     return passed(", ".join(f"{k}={v}" for k, v in evidence.items()), **evidence)
 
 
-@case("cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=60)
+@case(
+    "cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=60
+)
 async def mid_stream(ctx) -> Check:
     return await run_cancellation(ctx, [20])
 
@@ -99,7 +107,11 @@ async def before_first(ctx) -> Check:
     return await run_cancellation(ctx, [0])
 
 
-@case("cancel.concurrent-32", "32 concurrent streams cancelled at random points all stop and free their slots", timeout_s=90)
+@case(
+    "cancel.concurrent-32",
+    "32 concurrent streams cancelled at random points all stop and free their slots",
+    timeout_s=90,
+)
 async def concurrent(ctx) -> Check:
     rnd = random.Random(32)
     return await run_cancellation(ctx, [rnd.randint(0, 60) for _ in range(32)])

@@ -35,8 +35,12 @@ def judge_error(t, statuses: tuple[int, ...]) -> Check:
     if t.status not in statuses:
         return failed(f"status-{t.status}", list(statuses), t.status, note=t.body[:200].decode("utf-8", "replace"))
     if err:
-        return failed("non-json-error-body", "a JSON error object", t.body[:200].decode("utf-8", "replace"),
-                      note=f"content-type {t.content_type}")
+        return failed(
+            "non-json-error-body",
+            "a JSON error object",
+            t.body[:200].decode("utf-8", "replace"),
+            note=f"content-type {t.content_type}",
+        )
     tag = error_shape(doc)
     if tag:
         return failed(tag, '{"error": {"message", "type", ...}}', doc)
@@ -51,17 +55,23 @@ async def unknown_model(ctx) -> Check:
 @case("errors.context-length", "a prompt over the context length gives 400 with an OpenAI error object")
 async def context_length(ctx) -> Check:
     long = "hello " * 2000
-    return judge_error(await ctx.post(CHAT, ctx.chat(max_tokens=2, messages=[{"role": "user", "content": long}])), (400,))
+    return judge_error(
+        await ctx.post(CHAT, ctx.chat(max_tokens=2, messages=[{"role": "user", "content": long}])), (400,)
+    )
 
 
-@case("errors.invalid-parameter", "an invalid sampling parameter (temperature -1) gives 400 with an OpenAI error object")
+@case(
+    "errors.invalid-parameter", "an invalid sampling parameter (temperature -1) gives 400 with an OpenAI error object"
+)
 async def invalid_parameter(ctx) -> Check:
     return judge_error(await ctx.post(CHAT, ctx.chat(max_tokens=2, temperature=-1)), (400,))
 
 
 @case("errors.malformed-json", "a malformed JSON body gives 400 with an OpenAI error object")
 async def malformed(ctx) -> Check:
-    t = await ctx.post(CHAT, None, content=b'{"model": "x", "messages": [', headers={"Content-Type": "application/json"})
+    t = await ctx.post(
+        CHAT, None, content=b'{"model": "x", "messages": [', headers={"Content-Type": "application/json"}
+    )
     return judge_error(t, (400,))
 
 
@@ -69,11 +79,16 @@ async def malformed(ctx) -> Check:
 async def wrong_ct(ctx) -> Check:
     import json
 
-    t = await ctx.post(CHAT, None, content=json.dumps(ctx.chat(max_tokens=2)).encode(), headers={"Content-Type": "text/plain"})
+    t = await ctx.post(
+        CHAT, None, content=json.dumps(ctx.chat(max_tokens=2)).encode(), headers={"Content-Type": "text/plain"}
+    )
     return judge_error(t, (400, 415))
 
 
-@case("errors.in-stream", "an error after streaming started is an SSE error event (OpenAI error object) then [DONE], HTTP 200")
+@case(
+    "errors.in-stream",
+    "an error after streaming started is an SSE error event (OpenAI error object) then [DONE], HTTP 200",
+)
 async def in_stream(ctx) -> Check:
     # A token id outside every vocabulary: engines validate it only when generation starts.
     body = {"model": ctx.model, "prompt": [2_000_000_000], "max_tokens": 4, "stream": True}
@@ -84,8 +99,12 @@ async def in_stream(ctx) -> Check:
             r.note = "rejected before streaming: " + r.note
         return r
     if t.status != 200:
-        return failed(f"status-{t.status}", "200 + error event (or a 4xx error object)", t.status,
-                      note=t.body[:200].decode("utf-8", "replace"))
+        return failed(
+            f"status-{t.status}",
+            "200 + error event (or a 4xx error object)",
+            t.status,
+            note=t.body[:200].decode("utf-8", "replace"),
+        )
     v = from_trace(t)
     errs = [(n, o) for n, o in v.objects() if "error" in o]
     if not errs:
@@ -95,7 +114,9 @@ async def in_stream(ctx) -> Check:
     if tag is None and "code" not in doc["error"]:
         tag = "error-event-shape"
     if tag:
-        return failed("error-event-shape" if tag != "plain-error-string" else tag, '{"error": {"message","type","code"}}', doc, n)
+        return failed(
+            "error-event-shape" if tag != "plain-error-string" else tag, '{"error": {"message","type","code"}}', doc, n
+        )
     if "done" not in v.kinds:
         return failed("no-done-after-error", "[DONE] after the error event", v.kinds)
     return passed(f"code={doc['error'].get('code')}: {doc['error']['message'][:60]}")

@@ -37,7 +37,9 @@ async def required(ctx) -> Check:
     missing = [n for n in req if s.family(n) is None]
     if missing:
         return failed("missing-metric", sorted(req), f"missing: {missing}", note=", ".join(missing[:5]))
-    wrong = {n: s.family(n).type for n, spec in req.items() if (spec or {}).get("type") and s.family(n).type != spec["type"]}
+    wrong = {
+        n: s.family(n).type for n, spec in req.items() if (spec or {}).get("type") and s.family(n).type != spec["type"]
+    }
     if wrong:
         return failed("wrong-type", {n: req[n]["type"] for n in wrong}, wrong)
     return passed(f"{len(req)} metrics")

@@ -138,25 +138,34 @@ async def stop_token_ids(ctx) -> Check:
         return p
     got = c1.get("token_ids") or []
     if c1.get("finish_reason") != "stop":
-        return failed(f"finish-reason-{c1.get('finish_reason')}", "stop", c1.get("finish_reason"), note=f"stop id {ids[k]}")
+        return failed(
+            f"finish-reason-{c1.get('finish_reason')}", "stop", c1.get("finish_reason"), note=f"stop id {ids[k]}"
+        )
     if got != ids[: k + 1]:
         return failed("stopped-elsewhere", ids[: k + 1], got)
     return passed(f"stopped at token {ids[k]} (position {k}), stop_reason={c1.get('stop_reason')!r}")
 
 
-@case("chat.logprobs.shape", "logprobs=true, top_logprobs=2: each content chunk has logprobs.content entries with 2 alternatives")
+@case(
+    "chat.logprobs.shape",
+    "logprobs=true, top_logprobs=2: each content chunk has logprobs.content entries with 2 alternatives",
+)
 async def logprobs(ctx) -> Check:
     t = await ctx.post(CHAT, ctx.chat(max_tokens=6, stream=True, logprobs=True, top_logprobs=2))
     if (p := status_problem(t)) is not None:
         return p
     seen = 0
-    for i, seq in per_index(from_trace(t)).items():
+    for seq in per_index(from_trace(t)).values():
         for n, _, c in seq[1:]:
             lp = c.get("logprobs")
             if not isinstance(lp, dict) or not isinstance(lp.get("content"), list):
                 return failed("no-logprobs", "logprobs.content list", lp, n)
             for e in lp["content"]:
-                if not isinstance(e, dict) or not isinstance(e.get("token"), str) or not isinstance(e.get("logprob"), (int, float)):
+                if (
+                    not isinstance(e, dict)
+                    or not isinstance(e.get("token"), str)
+                    or not isinstance(e.get("logprob"), (int, float))
+                ):
                     return failed("entry-shape", "{token, logprob, bytes, top_logprobs}", e, n)
                 if "bytes" not in e:
                     return failed("no-bytes", "bytes field on each entry", sorted(e), n)
@@ -171,8 +180,15 @@ TOOL_SCHEMA = {"enum": ["celsius", "fahrenheit"]}  # no room for free whitespace
 
 @probe("chat.tools")
 async def _tools(ctx):
-    tools = [{"type": "function", "function": {"name": "pick_unit", "description": "Pick a unit.", "parameters": TOOL_SCHEMA}}]
-    body = ctx.chat(max_tokens=24, stream=True, tools=tools, tool_choice={"type": "function", "function": {"name": "pick_unit"}})
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "pick_unit", "description": "Pick a unit.", "parameters": TOOL_SCHEMA},
+        }
+    ]
+    body = ctx.chat(
+        max_tokens=24, stream=True, tools=tools, tool_choice={"type": "function", "function": {"name": "pick_unit"}}
+    )
     return await ctx.post(CHAT, body)
 
 
@@ -210,19 +226,31 @@ async def tools_schema(ctx) -> Check:
     return passed(repr(val))
 
 
-@case("sdk.openai.stream", "the OpenAI Python SDK reads the stream: role-only delta first, usage chunk with choices [] last")
+@case(
+    "sdk.openai.stream",
+    "the OpenAI Python SDK reads the stream: role-only delta first, usage chunk with choices [] last",
+)
 async def sdk(ctx) -> Check:
     try:
         import openai
     except ImportError:
         return skipped("openai SDK not installed")
-    client = openai.AsyncOpenAI(base_url=ctx.base_url + "/v1", api_key=ctx.api_key or "none", max_retries=0,
-                                http_client=ctx.new_client(ctx.api_key))
+    client = openai.AsyncOpenAI(
+        base_url=ctx.base_url + "/v1",
+        api_key=ctx.api_key or "none",
+        max_retries=0,
+        http_client=ctx.new_client(ctx.api_key),
+    )
     seen = []
     try:
         stream = await client.chat.completions.create(
-            model=ctx.model, messages=[{"role": "user", "content": "Say hello."}], max_tokens=6, temperature=0,
-            stream=True, stream_options={"include_usage": True})
+            model=ctx.model,
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=6,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         async for chunk in stream:
             seen.append(chunk)
     except openai.OpenAIError as exc:
@@ -236,7 +264,9 @@ async def sdk(ctx) -> Check:
         return failed("no-role-only-chunk", "first delta role-only", first and first.model_dump(exclude_none=True), 0)
     last = seen[-1]
     if last.choices or last.usage is None:
-        return failed("usage-chunk", "last chunk choices [] with usage", last.model_dump(exclude_none=True), len(seen) - 1)
+        return failed(
+            "usage-chunk", "last chunk choices [] with usage", last.model_dump(exclude_none=True), len(seen) - 1
+        )
     return passed(f"{len(seen)} SDK chunks; usage={last.usage.total_tokens}")
 
 

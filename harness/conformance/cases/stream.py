@@ -31,10 +31,14 @@ shape_cases("completions.stream", "completions.stream", SHAPE_CHECKS, "completio
 
 def _no_chunks(t) -> Check:
     # a 200 with an empty stream shows nothing: that is a failure to stream, never a vacuous pass
-    return failed("no-chunks", "at least one data chunk", "none", note=f"stream ended: {t.ended or '?'} {t.error or ''}".strip())
+    return failed(
+        "no-chunks", "at least one data chunk", "none", note=f"stream ended: {t.ended or '?'} {t.error or ''}".strip()
+    )
 
 
-@case("chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason")
+@case(
+    "chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason"
+)
 async def n2(ctx) -> Check:
     t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
     if (p := status_problem(t)) is not None:
@@ -96,8 +100,12 @@ async def _equals(ctx, path: str, body: dict) -> Check:
     text = (c0.get("message") or {}).get("content") if "message" in c0 else c0.get("text")
     streamed = streamed_text(from_trace(st))
     if text != streamed:
-        k = next((i for i, (a, b) in enumerate(zip(text or "", streamed)) if a != b), min(len(text or ""), len(streamed)))
-        return failed("stream-text-differs", (text or "")[: k + 20], streamed[: k + 20], note=f"first difference at char {k}")
+        k = next(
+            (i for i, (a, b) in enumerate(zip(text or "", streamed)) if a != b), min(len(text or ""), len(streamed))
+        )
+        return failed(
+            "stream-text-differs", (text or "")[: k + 20], streamed[: k + 20], note=f"first difference at char {k}"
+        )
     return passed(f"{len(streamed)} chars")
 
 

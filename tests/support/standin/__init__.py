@@ -73,8 +73,18 @@ def standin_rootfs_tar(variant: str = "a") -> bytes:
     }
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for d, mode in (("bin", 0o755), ("etc", 0o755), ("www", 0o755), ("model", 0o755), ("data", 0o755),
-                        ("root", 0o700), ("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("tmp", 0o1777)):
+        for d, mode in (
+            ("bin", 0o755),
+            ("etc", 0o755),
+            ("www", 0o755),
+            ("model", 0o755),
+            ("data", 0o755),
+            ("root", 0o700),
+            ("proc", 0o555),
+            ("sys", 0o555),
+            ("dev", 0o755),
+            ("tmp", 0o1777),
+        ):
             tar.addfile(_info(d, mode=mode, kind=tarfile.DIRTYPE))
         for name, (data, mode) in files.items():
             tar.addfile(_info(name, mode=mode, size=len(data)), io.BytesIO(data))

@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any, Sequence
 
-__all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "scan_reads", "decode_json", "data_kind", "EVENT_KINDS", "DATA",
+__all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "scan_reads", "scan_columns", "decode_json", "data_kind", "EVENT_KINDS", "DATA",
            "DONE", "COMMENT", "OTHER", "TRUNCATED", "DONE_DATA", "BOM"]  # fmt: skip
 
 DATA, DONE, COMMENT, OTHER, TRUNCATED = "data", "done", "comment", "other", "truncated"
@@ -252,15 +252,24 @@ def parse_sse_bytes(blob: bytes, max_line: int = 1 << 20) -> list[SSEEvent]:
     return p.feed(blob) + p.close()
 
 
+_Columns = tuple[list[int], list[str], list[Any], list[int]]
+
+
 def scan_reads(reads: Sequence[tuple[Any, bytes]]) -> list[tuple[int, str, bytes | None, int]]:
     """Frame a finished body given as its reads: per event (index of the read that completed it, kind, data bytes or
     None, length of its raw bytes). Exactly the events `SSEParser` emits when fed the reads one by one (events of
     `close()` carry the last read's index). Never raises."""
+    return list(zip(*scan_columns(reads)))
+
+
+def scan_columns(reads: Sequence[tuple[Any, bytes]]) -> _Columns:
+    """`scan_reads` by column: (read indices, kinds, data bytes, raw lengths), one entry per event in each; the load
+    path's form (no tuple per event)."""
     if not reads:
-        return []
+        return [], [], [], []
     body = b"".join(d for _, d in reads)
     if b"\r" in body or body[:1] == BOM[:1]:  # CR line ends, or a possible BOM: the parser itself, read by read
-        return _scan_incremental(reads)
+        return _columns(_scan_incremental(reads))
     ends = list(accumulate(len(d) for _, d in reads))
     if body.startswith(b"data: ") and body.endswith(b"\n\n"):  # what engines send: one data line per event?
         datas = body[6:-2].split(b"\n\ndata: ")
@@ -283,22 +292,36 @@ def scan_reads(reads: Sequence[tuple[Any, bytes]]) -> list[tuple[int, str, bytes
         pos = end
     if tail:
         _scan_part(tail, pos, handed, ri, ends, out, close=True)
-    return out
+    return _columns(out)
 
 
-def _scan_data_lines(body: bytes, datas: list[bytes], ends: list[int]) -> list[tuple[int, str, bytes | None, int]]:
+def _columns(events: list[tuple[int, str, bytes | None, int]]) -> _Columns:
+    if not events:
+        return [], [], [], []
+    ris, kinds, datas, sizes = map(list, zip(*events))
+    return ris, kinds, datas, sizes
+
+
+def _scan_data_lines(body: bytes, datas: list[bytes], ends: list[int]) -> _Columns:
     """The body is `data: <datas[i]>` lines, each followed by a blank line: every one is a data event (or done), its
     raw bytes the line and the blank line."""
-    sizes = [len(d) + 8 for d in datas]
+    sizes = list(map((8).__add__, map(len, datas)))
     offsets = list(accumulate(sizes))  # where each event's raw bytes end
-    reads = [bisect_left(ends, end) for end in offsets]  # the read holding its dispatching LF (byte end - 1)
+    if 4 * len(ends) < len(offsets):  # far fewer reads than events: count the events each read completes
+        reads, done = [], 0
+        for i, end in enumerate(ends):
+            upto = bisect_right(offsets, end)  # events whose dispatching LF (byte end - 1) is in reads 0..i
+            reads += [i] * (upto - done)
+            done = upto
+    else:  # the read holding each event's dispatching LF
+        reads = list(map(bisect_left, repeat(ends, len(offsets)), offsets))
     kinds = [DATA] * len(datas)
     at = body.find(_DONE_BYTES)
     while at >= 0:  # only an event holding [DONE] can be a done event
         i = bisect_right(offsets, at)
         kinds[i] = data_kind(datas[i])
         at = body.find(_DONE_BYTES, at + 1)
-    return list(zip(reads, kinds, datas, sizes))
+    return reads, kinds, datas, sizes
 
 
 def _scan_part(blob: bytes, pos: int, handed: int, ri: int, ends: list[int],

@@ -25,10 +25,12 @@ import math
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add
+from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from harness.client.sse import DATA, DONE, scan_reads
+from harness.client.sse import DATA, DONE, scan_columns
 from harness.readers import MAX_DEPTH, check_depth
 
 __all__ = ["ParsedStream", "parse_stream", "OUTPUT_KINDS"]
@@ -56,59 +58,104 @@ def _usage(u: object) -> dict | None:
     return kept or None
 
 
+# The decoded shape of one chunk: only the fields the classifier reads are decoded (ids, model names, logprobs and
+# the like are skipped, not built), every leaf is `Any`, and every place an object is expected also takes any other
+# JSON value, so whatever JSON a server sends decodes (a field absent and a field null read alike, as `dict.get`
+# would; `choices` and `error` keep "absent" as UNSET). Duplicate keys: the last wins, as in a dict.
+_Value = list | str | int | float | bool | None  # any JSON value but an object
+
+
+class _Delta(msgspec.Struct, gc=False):
+    content: Any = None
+    reasoning_content: Any = None
+    reasoning: Any = None
+    tool_calls: Any = None  # rare: a list of plain dicts, read with the checks below
+    role: Any = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    delta: _Delta | _Value = None
+    text: Any = None
+    finish_reason: Any = None
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    choices: list[_Choice | _Value] | dict | str | int | float | bool | None | UnsetType = UNSET
+    usage: Any = None
+    error: Any = UNSET
+
+
+_Decoded = _Chunk | _Value  # what one event's data decodes to; None also when it is not JSON a server may send
+_typed = msgspec.json.Decoder(_Decoded)  # strict JSON (no NaN, no inf, UTF-8 only)
+
+
 def _text(v: object) -> str:
-    return v if isinstance(v, str) else ""
+    return v if type(v) is str else ""
 
 
-def _classify(obj: dict, out: ParsedStream) -> tuple[str, int]:
-    """(kind, output characters) of one decoded chunk; notes usage, finish reason and an error on `out`.
-    Runs once per event of every request: written for speed (one pass, no generators), checked by the tests."""
-    if "error" in obj and "choices" not in obj:
-        err = obj["error"]
+def _classify(obj: _Decoded, out: ParsedStream) -> str:
+    """The kind of one decoded chunk; appends its output characters to `out.chars` and notes usage, finish reason and
+    an error on `out`. The one classifier. Runs once per event of every request: written for speed (one pass, no
+    generators), checked by the tests."""
+    chars = out.chars
+    if type(obj) is not _Chunk:
+        chars.append(0)
+        return "?"
+    choices = obj.choices
+    if choices is UNSET and obj.error is not UNSET:
+        err = obj.error
         out.error = json.dumps(err)[:500] if not isinstance(err, str) else err[:500]
-        return "x", 0
-    choices = obj.get("choices")
-    usage = obj.get("usage")
+        chars.append(0)
+        return "x"
+    usage = obj.usage
     if usage:
         out.usage = _usage(usage)
     if not choices:
-        return ("u" if choices == [] or usage else "?"), 0
-    if not isinstance(choices, list):
-        return "?", 0
+        chars.append(0)
+        return "u" if choices == [] or usage else "?"
+    if type(choices) is not list:
+        chars.append(0)
+        return "?"
     for ch in choices:
-        if not isinstance(ch, dict):
-            return "?", 0
+        if type(ch) is not _Choice:
+            chars.append(0)
+            return "?"
     kind, nchars, role_only, finished = "e", 0, False, False
     for ch in choices:
-        reason = ch.get("finish_reason")
+        reason = ch.finish_reason
         if reason:
             out.finish_reason = str(reason)[:100]
             finished = True
-        delta = ch.get("delta")
+        delta = ch.delta
         if delta is None:  # completions
-            txt = _text(ch.get("text"))
-        elif not isinstance(delta, dict):
-            return "?", 0
+            txt = _text(ch.text)
+        elif type(delta) is not _Delta:
+            chars.append(0)
+            return "?"
         else:
-            txt = _text(delta.get("content"))
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            txt = delta.content
+            if type(txt) is not str:
+                txt = ""
+            reasoning = delta.reasoning_content or delta.reasoning
             if reasoning:
                 txt += _text(reasoning)
-            calls = delta.get("tool_calls")
+            calls = delta.tool_calls
             if calls:
                 kind = "c"
                 for tc in calls if isinstance(calls, list) else ():
                     fn = tc.get("function") if isinstance(tc, dict) else None
                     fn = fn if isinstance(fn, dict) else {}
                     nchars += len(_text(fn.get("arguments"))) + len(_text(fn.get("name")))
-            if not txt and not calls and delta.get("role"):
+            if not txt and not calls and delta.role:
                 role_only = True
         if txt:
             kind = "c"
             nchars += len(txt)
     if role_only and kind != "c" and not finished:
-        return "r", 0
-    return kind, nchars
+        chars.append(0)
+        return "r"
+    chars.append(nchars)
+    return kind
 
 
 def _no_constants(name: str):
@@ -122,19 +169,14 @@ def _finite_float(text: str) -> float:
     return v
 
 
-_fast_json = msgspec.json.Decoder()  # strict JSON (no NaN, no inf, UTF-8 only): what it accepts, json reads alike
+_fast_json = msgspec.json.Decoder()
 
 
-def _shallow(p: bytes, obj: object) -> bool:
-    """Nesting within MAX_DEPTH (a text with few brackets cannot be deep: the walk is for the rare rest)."""
-    return p.count(b"[") + p.count(b"{") <= MAX_DEPTH or check_depth(obj) is None
-
-
-def _decode(p: bytes) -> object:
-    """One event's JSON, or None when it is not JSON a server may send (NaN, inf, not UTF-8, too deep).
-
-    msgspec decodes what it can (several times faster); anything it refuses goes to the stdlib parser, which decides,
-    so the result is what `json.loads` with the rules above gives."""
+def _decode(p: bytes) -> _Decoded:
+    """One event's data, decoded; None when it is not JSON a server may send (NaN, inf, not UTF-8, nested deeper
+    than MAX_DEPTH). The rare path: msgspec decodes what it can, anything it refuses goes to the stdlib parser,
+    which decides (so the result is what `json.loads` with the rules above gives), then the value takes the typed
+    shape the classifier reads."""
     try:
         obj = _fast_json.decode(p)
     except (msgspec.MsgspecError, RecursionError):
@@ -142,48 +184,65 @@ def _decode(p: bytes) -> object:
             obj = json.loads(p, parse_constant=_no_constants, parse_float=_finite_float)
         except (ValueError, RecursionError):
             return None
-    return obj if _shallow(p, obj) else None
-
-
-def _decode_all(datas: list[bytes]) -> list[object]:
-    """`_decode` of each event's data, in bulk: msgspec over the lot and one bracket count each (C loops), so the
-    usual stream, all plain JSON of little depth, costs no Python-level step per event; else one by one."""
+    if p.count(b"[") + p.count(b"{") > MAX_DEPTH and check_depth(obj) is not None:
+        return None
     try:
-        objs = list(map(_fast_json.decode, datas))
+        return msgspec.convert(obj, _Decoded)
+    except (msgspec.MsgspecError, RecursionError):  # pragma: no cover - every JSON value has the shape
+        return None
+
+
+def _decode_all(datas: list[bytes]) -> list[_Decoded]:
+    """`_decode` of each event's data, in bulk: the typed decoder over the lot and one bracket count each (C loops),
+    so the usual stream, all plain JSON of little depth, costs no Python-level step per event; else one by one."""
+    try:
+        objs = list(map(_typed.decode, datas))
     except (msgspec.MsgspecError, RecursionError):
         return [_decode(d) for d in datas]
     brackets = map(add, map(bytes.count, datas, repeat(b"[")), map(bytes.count, datas, repeat(b"{")))
     if max(brackets, default=0) <= MAX_DEPTH:
         return objs
-    return [obj if _shallow(d, obj) else None for d, obj in zip(datas, objs)]
+    return [obj if d.count(b"[") + d.count(b"{") <= MAX_DEPTH else _decode(d) for d, obj in zip(datas, objs)]
 
 
-def parse_stream(reads: list[tuple[int, bytes]]) -> ParsedStream:
-    """Frame the body (each event stamped with the read that completed it) and classify its events. Never raises."""
+def parse_stream(reads: list[tuple[int, bytes]], t_base: int = 0) -> ParsedStream:
+    """Frame the body (each event stamped with the read that completed it, its time less `t_base`) and classify its
+    events. Never raises."""
     try:
-        return _parse(reads)
+        return _parse(reads, t_base)
     except Exception as exc:  # noqa: BLE001 - hostile bytes must not end the run; say so in the record instead
         out = ParsedStream()
         out.error = f"unparsable stream ({type(exc).__name__}: {str(exc)[:200]})"
         return out
 
 
-def _parse(reads: list[tuple[int, bytes]]) -> ParsedStream:
+_DONE_EVENT = object()  # stands for a `done` event among the decoded data
+
+
+def _parse(reads: list[tuple[int, bytes]], t_base: int) -> ParsedStream:
     out = ParsedStream()
-    # comments, keep-alives, field-only blocks and a truncated tail are framing, not events here
-    events = [ev for ev in scan_reads(reads) if ev[1] == DATA or ev[1] == DONE]
-    objs = iter(_decode_all([data for _, kind, data, _ in events if kind == DATA]))
-    kinds, chars = [], out.chars
-    for _, kind, _, _ in events:
-        if kind == DATA:
-            obj = next(objs)
-            k, nchars = _classify(obj, out) if isinstance(obj, dict) else ("?", 0)
-        else:
-            k, nchars = "d", 0
-            out.done = True
-        kinds.append(k)
-        chars.append(nchars)
-    out.kinds = "".join(kinds)
-    out.t = [reads[ri][0] for ri, _, _, _ in events]
-    out.nbytes = [nbytes for _, _, _, nbytes in events]
+    ris, kinds, datas, sizes = scan_columns(reads)
+    n_done = kinds.count(DONE)
+    if kinds.count(DATA) + n_done != len(kinds):  # comments, keep-alives, field-only blocks, a truncated tail:
+        keep = [i for i, k in enumerate(kinds) if k == DATA or k == DONE]  # framing, not events here
+        ris, kinds, datas, sizes = ([col[i] for i in keep] for col in (ris, kinds, datas, sizes))
+    if n_done:
+        done_at = [i for i, k in enumerate(kinds) if k == DONE]
+        objs = _decode_all([d for d, k in zip(datas, kinds) if k == DATA])
+        for i in done_at:  # ascending: each lands at its place among the events
+            objs.insert(i, _DONE_EVENT)
+    else:
+        objs = _decode_all(datas)
+    out.kinds = "".join(map(_kind, objs, repeat(out)))
+    times = [t - t_base for t, _ in reads]
+    out.t = list(map(times.__getitem__, ris))
+    out.nbytes = sizes
     return out
+
+
+def _kind(obj: object, out: ParsedStream) -> str:
+    if obj is _DONE_EVENT:
+        out.done = True
+        out.chars.append(0)
+        return "d"
+    return _classify(obj, out)

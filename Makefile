@@ -6,10 +6,16 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
-.PHONY: run test
+.PHONY: run test check
 run: $(VENV)/.installed
 	$(VENV)/bin/harness run
 
-test: $(VENV)/.installed
+# Quality gates, part of `make test`: lint and format check over the repo, types over harness/ (config in pyproject.toml).
+check: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: check
 	bash scripts/system-deps.sh
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["SSEEvent", "SSEParser", "parse_sse_bytes", "scan_reads", "scan_columns", "decode_json", "data_kind", "EVENT_KINDS", "DATA",
            "DONE", "COMMENT", "OTHER", "TRUNCATED", "DONE_DATA", "BOM"]  # fmt: skip
@@ -66,7 +67,7 @@ class SSEEvent:
 
 
 def data_kind(data: bytes) -> str:
-    """"done" for the data of a `[DONE]` event, else "data": the one rule, for the parser and the scan alike."""
+    """ "done" for the data of a `[DONE]` event, else "data": the one rule, for the parser and the scan alike."""
     if _DONE_BYTES not in data:
         return DATA
     return DONE if data == _DONE_BYTES or _text(data).strip() == DONE_DATA else DATA

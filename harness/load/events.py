@@ -22,6 +22,7 @@ __all__ = ["read_events", "OUTCOMES"]
 OUTCOMES = ("ok", "http_error", "rejected", "stream_error", "incomplete", "no_output", "too_large", "timeout",
             "transport_error", "cancelled")  # fmt: skip
 
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
@@ -59,7 +60,7 @@ class RequestRecord(_Record):
     prompt_units: int | None = None
 
     @model_validator(mode="after")
-    def _events_line_up(self) -> "RequestRecord":
+    def _events_line_up(self) -> RequestRecord:
         n = len(self.ev_k or "")
         for name in ("ev_t", "ev_b", "ev_c"):
             v = getattr(self, name)

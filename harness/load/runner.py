@@ -29,9 +29,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import msgspec
@@ -41,6 +41,7 @@ from harness.errors import OutputError, RefusedError, UsageError
 from harness.load.scenario import PlannedRequest, Scenario, iter_plan
 from harness.load.stream import OUTPUT_KINDS, parse_stream
 from harness.load.transport import FastTransport
+from harness.metrics import keep_series
 from harness.net import loopback_url, redact_url
 from harness.outputs import output_dir
 from harness.readers import parse_json
@@ -50,7 +51,7 @@ __all__ = ["Target", "RunResult", "check_target", "run_scenario", "EVENTS_FILE",
 EVENTS_FILE = "events.jsonl"
 PARTIAL_FILE = EVENTS_FILE + ".partial"
 OUTPUT_NAMES = (EVENTS_FILE, PARTIAL_FILE, "summary.json", "summary.md", "report.html")  # what a load run writes
-SCRAPE_PREFIXES = ("vllm:", "tgi_", "# TYPE vllm:", "# TYPE tgi_")
+SCRAPE_PREFIXES = ("vllm:", "tgi_")  # the engine series a load run keeps per scrape
 DISCOVERY_TIMEOUT_S = 10.0  # /v1/models, wall clock (and never past the run's deadline)
 SCRAPE_TIMEOUT_S = 5.0  # one /metrics scrape, wall clock (never past the run's deadline)
 CLOSING_SCRAPE_S = 2.0  # the scrape after the run, which follows the deadline
@@ -191,7 +192,10 @@ class _Run:
                 elif not (reads and ps.done):
                     rec["outcome"], rec["error"] = "incomplete", "stream ended without [DONE]"
                 elif not any(k in OUTPUT_KINDS for k in kinds):
-                    rec["outcome"], rec["error"] = "no_output", "[DONE] without a single output event: no token received"
+                    rec["outcome"], rec["error"] = (
+                        "no_output",
+                        "[DONE] without a single output event: no token received",
+                    )
             lines.append(request_line(rec))
             self.n_written += 1
         self.fh.write("".join(lines))
@@ -200,8 +204,13 @@ class _Run:
     # ------------------------------------------------------------------ one request
     def body(self, pr: PlannedRequest, model: str) -> tuple[str, dict]:
         sc = self.sc
-        b: dict = {"model": model, "max_tokens": pr.max_tokens, "stream": True,
-                   "stream_options": {"include_usage": True}, "temperature": sc.temperature}
+        b: dict = {
+            "model": model,
+            "max_tokens": pr.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": sc.temperature,
+        }
         if sc.ignore_eos:
             b["ignore_eos"] = True
         if sc.endpoint == "chat":
@@ -210,14 +219,35 @@ class _Run:
         b["prompt"] = pr.prompt
         return "/v1/completions", b
 
-    async def one(self, client: httpx.AsyncClient, pr: PlannedRequest, model: str, rid, warmup: bool,
-                  scheduled_ns: int, ready_ns: int) -> None:
+    async def one(
+        self,
+        client: httpx.AsyncClient,
+        pr: PlannedRequest,
+        model: str,
+        rid,
+        warmup: bool,
+        scheduled_ns: int,
+        ready_ns: int,
+    ) -> None:
         """Send one request and record exactly one outcome for it, whatever the server (or the transport) does."""
         path, body = self.body(pr, model)
-        rec = {"type": "request", "id": rid, "warmup": warmup, "prompt_units": pr.prompt_units,
-               "max_tokens": pr.max_tokens, "prefixed": pr.prefixed, "scheduled_ns": scheduled_ns - self.t0,
-               "ready_ns": ready_ns - self.t0, "sent_ns": 0, "headers_ns": None, "end_ns": None, "status": None,
-               "outcome": None, "error": None, "bytes": 0}
+        rec = {
+            "type": "request",
+            "id": rid,
+            "warmup": warmup,
+            "prompt_units": pr.prompt_units,
+            "max_tokens": pr.max_tokens,
+            "prefixed": pr.prefixed,
+            "scheduled_ns": scheduled_ns - self.t0,
+            "ready_ns": ready_ns - self.t0,
+            "sent_ns": 0,
+            "headers_ns": None,
+            "end_ns": None,
+            "status": None,
+            "outcome": None,
+            "error": None,
+            "bytes": 0,
+        }
         reads: list[tuple[int, bytes]] = []
         limit = response_limit(pr.max_tokens)
         self.inflight += 1
@@ -297,18 +327,29 @@ class _Run:
         done = self.ok + self.failed
         why = None
         if a.max_consecutive_failures and self.consecutive_failures >= a.max_consecutive_failures:
-            why = {"rule": "max_consecutive_failures", "threshold": a.max_consecutive_failures,
-                   "value": self.consecutive_failures,
-                   "detail": f"{self.consecutive_failures} consecutive failed requests (threshold {a.max_consecutive_failures})"}
+            why = {
+                "rule": "max_consecutive_failures",
+                "threshold": a.max_consecutive_failures,
+                "value": self.consecutive_failures,
+                "detail": f"{self.consecutive_failures} consecutive failed requests (threshold {a.max_consecutive_failures})",
+            }
         elif a.max_error_rate and done >= a.min_requests and self.failed / done > a.max_error_rate:
-            why = {"rule": "max_error_rate", "threshold": a.max_error_rate, "value": round(self.failed / done, 4),
-                   "detail": f"error rate {self.failed}/{done} = {self.failed / done:.1%} > {a.max_error_rate:.1%}"}
+            why = {
+                "rule": "max_error_rate",
+                "threshold": a.max_error_rate,
+                "value": round(self.failed / done, 4),
+                "detail": f"error rate {self.failed}/{done} = {self.failed / done:.1%} > {a.max_error_rate:.1%}",
+            }
         elif a.max_send_lag_ms and len(self.lags) >= 20:
             last = sorted(self.lags[-20:])
             med = (last[9] + last[10]) / 2 / 1e6
             if med > a.max_send_lag_ms:
-                why = {"rule": "max_send_lag_ms", "threshold": a.max_send_lag_ms, "value": round(med, 3),
-                       "detail": f"median send lag of the last 20 sends {med:.1f} ms > {a.max_send_lag_ms} ms: the client cannot keep up"}
+                why = {
+                    "rule": "max_send_lag_ms",
+                    "threshold": a.max_send_lag_ms,
+                    "value": round(med, 3),
+                    "detail": f"median send lag of the last 20 sends {med:.1f} ms > {a.max_send_lag_ms} ms: the client cannot keep up",
+                }
         if why:
             self.abort = why
             self.stop_reason = "abort"
@@ -354,7 +395,7 @@ class _Run:
             rec["status"] = status
             if status == 200:
                 text = data.decode("utf-8", errors="replace")
-                rec["text"] = "\n".join(l for l in text.splitlines() if l.startswith(SCRAPE_PREFIXES))
+                rec["text"] = keep_series(text, SCRAPE_PREFIXES)
         except TimeoutError:
             rec["error"] = f"no complete /metrics reply within {limit:.1f} s"
             if not closing and self.remaining_s() <= 0:
@@ -369,7 +410,7 @@ class _Run:
         while not self.stop.is_set():
             try:
                 await asyncio.wait_for(self.stop.wait(), self.sc.scrape_interval_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.scrape(client, "during")
 
     async def flusher(self) -> None:
@@ -387,7 +428,11 @@ class _Run:
             async with asyncio.timeout(limit):
                 status, data = await _get_bounded(client, "/v1/models", MAX_SIDE_BYTES)
         except TimeoutError:
-            bound = " (max_duration_s bounds the whole run, model discovery included)" if limit < DISCOVERY_TIMEOUT_S else ""
+            bound = (
+                " (max_duration_s bounds the whole run, model discovery included)"
+                if limit < DISCOVERY_TIMEOUT_S
+                else ""
+            )
             raise UsageError(f"{where}: no complete reply within {limit:.1f} s{bound}; give --model") from None
         except Exception as exc:  # noqa: BLE001 - any failure here means: no model name
             raise UsageError(f"could not learn the model name from {where} "
@@ -414,10 +459,21 @@ class _Run:
                             timeout=SIDE_TIMEOUTS) as side:  # side requests: discovery and scrapes  # fmt: skip
             self.start_clock()  # the clients exist: from here on the server could stretch the run, so the bound runs
             model = await self.resolve_model(side)
-            self.write({"type": "run", "schema": 1, "scenario": sc.model_dump(mode="json"), "scenario_source": sc.source,
-                        "target": self.shown_url, "model": model, "endpoint": sc.endpoint,
-                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
-                        "clock": "time.monotonic_ns() - t0", "python": sys.version.split()[0]})
+            self.write(
+                {
+                    "type": "run",
+                    "schema": 1,
+                    "scenario": sc.model_dump(mode="json"),
+                    "scenario_source": sc.source,
+                    "target": self.shown_url,
+                    "model": model,
+                    "endpoint": sc.endpoint,
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "pid": os.getpid(),
+                    "clock": "time.monotonic_ns() - t0",
+                    "python": sys.version.split()[0],
+                }
+            )
             self.header_written = True
             self.step = "scrape before"
             await self.scrape(side, "before")
@@ -498,14 +554,16 @@ class _Run:
 
         pending = []
         for pr in planned:
-            if pr.offset_s >= window_s:  # due after the deadline (compared as floats: a far offset never hits the clock)
+            if (
+                pr.offset_s >= window_s
+            ):  # due after the deadline (compared as floats: a far offset never hits the clock)
                 break
             due = self.measured_start + int(pr.offset_s * 1e9)
             delay = (due - _now()) / 1e9
             if delay > 0:
                 try:
                     await asyncio.wait_for(self.stop.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             if self.stop.is_set() or due >= deadline:
                 break
@@ -551,8 +609,14 @@ class _Progress:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.run = run
-        self.p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                          TextColumn("{task.fields[info]}"), TimeElapsedColumn(), transient=False)
+        self.p = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            transient=False,
+        )
         self.task = self.p.add_task(run.sc.name, total=total, info="")
         self.p.start()
 
@@ -573,15 +637,25 @@ class _Progress:
     def close(self) -> None:
         try:
             r = self.run
-            self.p.update(self.task, completed=r.ok + r.failed + r.cancelled,
-                          info=f"ok {r.ok} failed {r.failed} cancelled {r.cancelled} — {r.stop_reason}")
+            self.p.update(
+                self.task,
+                completed=r.ok + r.failed + r.cancelled,
+                info=f"ok {r.ok} failed {r.failed} cancelled {r.cancelled} — {r.stop_reason}",
+            )
             self.p.stop()
         except Exception:
             pass
 
 
-def run_scenario(sc: Scenario, target: Target, out_dir: str | Path, *, progress: bool | None = None,
-                 flush_interval_s: float = 2.0, force: bool = False) -> RunResult:
+def run_scenario(
+    sc: Scenario,
+    target: Target,
+    out_dir: str | Path,
+    *,
+    progress: bool | None = None,
+    flush_interval_s: float = 2.0,
+    force: bool = False,
+) -> RunResult:
     """Run one scenario against target (checked for loopback first) and write out_dir/events.jsonl. An existing
     result in out_dir is refused unless force; it is replaced only when the new run has a run header to record."""
     target.base_url = check_target(target.base_url, target.allow_remote)
@@ -596,10 +670,21 @@ def run_scenario(sc: Scenario, target: Target, out_dir: str | Path, *, progress:
         finally:
             if not run.fh.closed:
                 run.flush()
-                run.write({"type": "end", "stop_reason": "interrupted", "bound_step": run.bound_step, "abort": None,
-                           "measured_start_ns": run.measured_start - run.t0 if run.measured_start else None,
-                           "end_ns": _now() - run.t0, "client_cpu_s": None, "planned": sc.bounds.max_requests,
-                           "sent": run.sent, "not_sent": sc.bounds.max_requests - run.sent, "written": run.n_written})
+                run.write(
+                    {
+                        "type": "end",
+                        "stop_reason": "interrupted",
+                        "bound_step": run.bound_step,
+                        "abort": None,
+                        "measured_start_ns": run.measured_start - run.t0 if run.measured_start else None,
+                        "end_ns": _now() - run.t0,
+                        "client_cpu_s": None,
+                        "planned": sc.bounds.max_requests,
+                        "sent": run.sent,
+                        "not_sent": sc.bounds.max_requests - run.sent,
+                        "written": run.n_written,
+                    }
+                )
                 run.fh.close()
             _publish(out, run.header_written)
 

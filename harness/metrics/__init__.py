@@ -8,11 +8,13 @@ from harness.metrics.model import (
     Family,
     Histogram,
     Sample,
+    keep_series,
     parse_exposition,
 )
 from harness.metrics.scrape import Scrape, parse_metrics
 
 __all__ = [
+    "keep_series",
     "MAX_EXPOSITION_CHARS",
     "MAX_LINE_CHARS",
     "Exposition",

@@ -27,6 +27,7 @@ __all__ = [
     "Histogram",
     "Sample",
     "parse_exposition",
+    "keep_series",
 ]
 
 MAX_EXPOSITION_CHARS = 16 << 20  # one engine's /metrics is tens of KB; every caller bounds its own read below this
@@ -159,3 +160,11 @@ def parse_exposition(text: str, where: str = "/metrics") -> Exposition:
         detail = f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
         raise DataError(f"{where}: not Prometheus text exposition: {detail}") from None
     return Exposition({name: Family(name, typ, tuple(samples)) for name, (typ, samples) in grouped.items()})
+
+
+def keep_series(text: str, prefixes: tuple[str, ...]) -> str:
+    """The exposition cut to the sample and `# TYPE` lines of series named with one of `prefixes` (what a load run
+    stores per scrape: the engine's own series, not the process collector's). A cut, not a parse: the stored text is
+    parsed later, by `parse_exposition`, like any other."""
+    wanted = prefixes + tuple(f"# TYPE {p}" for p in prefixes)
+    return "\n".join(line for line in text.splitlines() if line.startswith(wanted))

@@ -7,7 +7,7 @@ from harness.client.sse import EVENT_KINDS, SSEEvent, SSEParser, data_kind, pars
 
 
 def test_kinds_and_raw_bytes_roundtrip():
-    blob = b": keep-alive\n\ndata: {\"a\":1}\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\ndata: late\n\ndata: cut"
+    blob = b': keep-alive\n\ndata: {"a":1}\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\ndata: late\n\ndata: cut'
     evs = parse_sse_bytes(blob)
     assert [e.kind for e in evs] == ["comment", "data", "data", "done", "data", "truncated"]
     assert evs[2].data == "x\ny"
@@ -37,11 +37,18 @@ def test_fuzz_never_raises_and_keeps_bytes(blob, cuts):
     out += p.feed(blob[i:]) + p.close()
     joined = b"".join(e.raw for e in out)
     # Every byte is accounted for, except trailing blank lines that dispatch nothing.
-    assert blob.startswith(joined) and not blob[len(joined):].strip(b"\r\n")
+    assert blob.startswith(joined) and not blob[len(joined) :].strip(b"\r\n")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([b"data: ", b"data:", b"{", b"}", b"[DONE]", b"\n", b"\r", b":", b"event: x", b"\xff\xfe", b"id: 1"]), max_size=60))
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"data: ", b"data:", b"{", b"}", b"[DONE]", b"\n", b"\r", b":", b"event: x", b"\xff\xfe", b"id: 1"]
+        ),
+        max_size=60,
+    )
+)
 def test_fuzz_sse_tokens(parts):
     evs = parse_sse_bytes(b"".join(parts))
     assert all(e.kind in {"data", "done", "comment", "other", "truncated"} for e in evs)
@@ -66,7 +73,7 @@ def test_a_leading_bom_is_not_content_even_split_across_feeds():
 
 STREAMS = [
     b"",
-    b"data: {\"a\":1}\n\ndata: [DONE]\n\n",  # what engines send (LF)
+    b'data: {"a":1}\n\ndata: [DONE]\n\n',  # what engines send (LF)
     b"data: x\r\n\r\ndata: y\r\n\r\n",  # CRLF
     b"data: x\r\rdata: y\r\r",  # lone CR
     b"data: x\n\r\ndata: y\r\n\n",  # mixed
@@ -124,12 +131,21 @@ def test_whatwg_fields():
     evs = parse_sse_bytes(b"id: a\0b\nretry: 3s\n\n")
     assert [(e.kind, e.id, e.retry) for e in evs] == [("other", None, None)]  # ignored, but the block stays visible
     assert [(e.kind, e.data) for e in parse_sse_bytes(b"data\n\ndata:x\n\ndata:  x\n\n")] == [
-        ("data", ""), ("data", "x"), ("data", " x")]  # one leading space is dropped, no more
+        ("data", ""),
+        ("data", "x"),
+        ("data", " x"),
+    ]  # one leading space is dropped, no more
     assert [(e.kind, e.data) for e in parse_sse_bytes(b"data: a\rdata: b\r\r")] == [("data", "a\nb")]
     (ev,) = parse_sse_bytes(b"data: \xff\n\n")
     assert ev.data == "\ufffd" and ev.data_bytes == b"\xff"
 
 
 def test_done_is_one_rule():
-    assert [data_kind(d) for d in (b"[DONE]", b" [DONE] ", b"[DONE]x", b"x", b"")] == ["done", "done", "data", "data", "data"]
+    assert [data_kind(d) for d in (b"[DONE]", b" [DONE] ", b"[DONE]x", b"x", b"")] == [
+        "done",
+        "done",
+        "data",
+        "data",
+        "data",
+    ]
     assert isinstance(parse_sse_bytes(b"data: [DONE]\n\n")[0], SSEEvent)

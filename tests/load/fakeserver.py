@@ -58,13 +58,16 @@ class FakeServer:
                         n = int(ln.split(":", 1)[1])
                 body = json.loads(await reader.readexactly(n)) if n else {}
                 if path == "/metrics":
-                    text = f"vllm:generation_tokens_total{{engine=\"0\"}} {self.generated}.0\n".encode()
+                    text = f'vllm:generation_tokens_total{{engine="0"}} {self.generated}.0\n'.encode()
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(text), text))
                     await writer.drain()
                     continue
                 if method == "GET":
                     p = json.dumps({"data": [{"id": "fake"}]}).encode()
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(p), p))
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                        % (len(p), p)
+                    )
                     await writer.drain()
                     continue
                 self.requests += 1
@@ -73,7 +76,9 @@ class FakeServer:
                     writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: %d\r\n\r\n%s" % (len(p), p))
                     await writer.drain()
                     continue
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
                 k = int(body.get("max_tokens", 4))
 
                 def ev(obj):
@@ -81,17 +86,36 @@ class FakeServer:
                     return b"%x\r\n%s\r\n" % (len(d), d)
 
                 base = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "fake"}
-                writer.write(ev({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
+                writer.write(
+                    ev(
+                        {
+                            **base,
+                            "choices": [
+                                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                            ],
+                        }
+                    )
+                )
                 for i in range(k):
                     if self.delay:
                         await asyncio.sleep(self.delay)
                     if self.hang:
                         await asyncio.sleep(3600)
                     fin = "length" if i == k - 1 else None
-                    writer.write(ev({**base, "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": fin}]}))
+                    writer.write(
+                        ev({**base, "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": fin}]})
+                    )
                     self.generated += 1
                     await writer.drain()
-                writer.write(ev({**base, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": k, "total_tokens": 3 + k}}))
+                writer.write(
+                    ev(
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {"prompt_tokens": 3, "completion_tokens": k, "total_tokens": 3 + k},
+                        }
+                    )
+                )
                 d = b"data: [DONE]\n\n"
                 writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(d), d))
                 await writer.drain()

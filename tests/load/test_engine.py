@@ -38,10 +38,20 @@ def test_scenario_completes_within_bounds_and_tokens_agree(vllm_engine, tmp_path
 
 def test_abort_when_engine_is_killed_mid_run(engine_factory, tmp_path):
     eng = engine_factory(extra_args=("--max-num-seqs", "61"))  # a private engine: this test kills it
-    sc = parse_scenario({"name": "kill", "prompt_unit": "char", "ignore_eos": True, "scrape_interval_s": 0.5,
-                         "bounds": {"max_requests": 400, "max_duration_s": 60}, "arrival": {"kind": "poisson", "rate": 8.0},
-                         "prompt_tokens": {"kind": "fixed", "value": 16}, "output_tokens": {"kind": "fixed", "value": 16},
-                         "abort": {"max_consecutive_failures": 5, "max_error_rate": 0.5, "min_requests": 10}}, "<kill>")
+    sc = parse_scenario(
+        {
+            "name": "kill",
+            "prompt_unit": "char",
+            "ignore_eos": True,
+            "scrape_interval_s": 0.5,
+            "bounds": {"max_requests": 400, "max_duration_s": 60},
+            "arrival": {"kind": "poisson", "rate": 8.0},
+            "prompt_tokens": {"kind": "fixed", "value": 16},
+            "output_tokens": {"kind": "fixed", "value": 16},
+            "abort": {"max_consecutive_failures": 5, "max_error_rate": 0.5, "min_requests": 10},
+        },
+        "<kill>",
+    )
     killer = threading.Timer(4.0, eng.stop)
     killer.start()
     try:

@@ -19,9 +19,18 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    sc = parse_scenario({"name": "browser", "prompt_unit": "char", "scrape_interval_s": 0.1,
-                         "bounds": {"max_requests": 10, "max_duration_s": 10}, "arrival": {"kind": "constant", "rate": 30.0},
-                         "prompt_tokens": {"kind": "fixed", "value": 4}, "output_tokens": {"kind": "fixed", "value": 6}}, "<t>")
+    sc = parse_scenario(
+        {
+            "name": "browser",
+            "prompt_unit": "char",
+            "scrape_interval_s": 0.1,
+            "bounds": {"max_requests": 10, "max_duration_s": 10},
+            "arrival": {"kind": "constant", "rate": 30.0},
+            "prompt_tokens": {"kind": "fixed", "value": 4},
+            "output_tokens": {"kind": "fixed", "value": 6},
+        },
+        "<t>",
+    )
     with FakeServer(delay=0.005) as srv:
         run_scenario(sc, Target(srv.url), out, progress=False)
     write_reports(out)
@@ -37,8 +46,18 @@ def test_html_is_self_contained(report_dir):
 
 def _chromium(*args):
     prof = tempfile.mkdtemp()
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={prof}", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={prof}",
+        *args,
+    ]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     finally:

@@ -14,15 +14,31 @@ from tests.load.fakeserver import FakeServer
 
 
 def scenario(**kw):
-    d = {"name": "t", "endpoint": "chat", "prompt_unit": "char", "scrape_interval_s": 0.2,
-         "bounds": {"max_requests": 12, "max_duration_s": 10}, "arrival": {"kind": "concurrency", "concurrency": 3},
-         "prompt_tokens": {"kind": "fixed", "value": 8}, "output_tokens": {"kind": "fixed", "value": 5}}
+    d = {
+        "name": "t",
+        "endpoint": "chat",
+        "prompt_unit": "char",
+        "scrape_interval_s": 0.2,
+        "bounds": {"max_requests": 12, "max_duration_s": 10},
+        "arrival": {"kind": "concurrency", "concurrency": 3},
+        "prompt_tokens": {"kind": "fixed", "value": 8},
+        "output_tokens": {"kind": "fixed", "value": 5},
+    }
     d.update(kw)
     return parse_scenario(d, "<test>")
 
 
-@pytest.mark.parametrize("url", ["http://10.0.0.1:8000", "http://example.com", "https://8.8.8.8", "http://[2001:db8::1]:80",
-                                 "http://127.0.0.1.nip.io:80", "http://0.0.0.0:8000"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.1:8000",
+        "http://example.com",
+        "https://8.8.8.8",
+        "http://[2001:db8::1]:80",
+        "http://127.0.0.1.nip.io:80",
+        "http://0.0.0.0:8000",
+    ],
+)
 def test_non_loopback_refused_before_any_socket(url, monkeypatch, tmp_path):
     def no_sockets(*a, **k):
         raise AssertionError("a socket was opened")
@@ -39,10 +55,25 @@ def test_non_loopback_refused_before_any_socket(url, monkeypatch, tmp_path):
 
 def test_cli_refuses_remote_without_flag(tmp_path):
     sc = tmp_path / "s.yaml"
-    sc.write_text("name: t\nbounds: {max_requests: 1, max_duration_s: 1}\narrival: {kind: concurrency, concurrency: 1}\n"
-                  "prompt_tokens: {kind: fixed, value: 1}\noutput_tokens: {kind: fixed, value: 1}\n")
-    p = subprocess.run([sys.executable, "-m", "harness", "load", "--url", "http://192.0.2.7:8000", str(sc), "--out", str(tmp_path / "o")],
-                       capture_output=True, text=True)
+    sc.write_text(
+        "name: t\nbounds: {max_requests: 1, max_duration_s: 1}\narrival: {kind: concurrency, concurrency: 1}\n"
+        "prompt_tokens: {kind: fixed, value: 1}\noutput_tokens: {kind: fixed, value: 1}\n"
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "load",
+            "--url",
+            "http://192.0.2.7:8000",
+            str(sc),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "not a loopback" in p.stderr and "--allow-remote" in p.stderr
 
 
@@ -97,15 +128,19 @@ def test_duration_bound_cancels_in_flight_and_keeps_them(tmp_path):
 
 
 def test_abort_on_failing_server_stops_early_and_says_why(tmp_path, capsys):
-    sc = scenario(bounds={"max_requests": 200, "max_duration_s": 20},
-                  abort={"max_consecutive_failures": 4, "max_error_rate": 0.9, "min_requests": 50})
+    sc = scenario(
+        bounds={"max_requests": 200, "max_duration_s": 20},
+        abort={"max_consecutive_failures": 4, "max_error_rate": 0.9, "min_requests": 50},
+    )
     with FakeServer(fail_after=6) as srv:
         res = run_scenario(sc, Target(srv.url), tmp_path, progress=False)
     assert res.stop_reason == "abort" and res.abort["rule"] == "max_consecutive_failures"
     reqs = read_events(tmp_path / "events.jsonl")["requests"]
     assert 10 <= len(reqs) < 30
     assert sum(r["outcome"] == "ok" for r in reqs) == 6
-    assert all(r["status"] == 500 and r["outcome"] == "http_error" for r in reqs if r["outcome"] not in ("ok", "cancelled"))
+    assert all(
+        r["status"] == 500 and r["outcome"] == "http_error" for r in reqs if r["outcome"] not in ("ok", "cancelled")
+    )
     s = write_reports(tmp_path)
     assert not s["ok"] and "consecutive failed requests" in s["abort"]["detail"]
     assert "Aborted" in (tmp_path / "summary.md").read_text()
@@ -113,12 +148,17 @@ def test_abort_on_failing_server_stops_early_and_says_why(tmp_path, capsys):
 
 def test_cli_exit_codes_and_report_rerender(tmp_path):
     sc = tmp_path / "s.yaml"
-    sc.write_text("name: t\nprompt_unit: char\nbounds: {max_requests: 4, max_duration_s: 10}\n"
-                  "arrival: {kind: concurrency, concurrency: 2}\nprompt_tokens: {kind: fixed, value: 4}\n"
-                  "output_tokens: {kind: fixed, value: 3}\nslo: {e2e_ms: {p50: 0.001}}\n")
+    sc.write_text(
+        "name: t\nprompt_unit: char\nbounds: {max_requests: 4, max_duration_s: 10}\n"
+        "arrival: {kind: concurrency, concurrency: 2}\nprompt_tokens: {kind: fixed, value: 4}\n"
+        "output_tokens: {kind: fixed, value: 3}\nslo: {e2e_ms: {p50: 0.001}}\n"
+    )
     with FakeServer() as srv:
-        p = subprocess.run([sys.executable, "-m", "harness", "load", "--url", srv.url, str(sc), "--out", str(tmp_path / "o")],
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "harness", "load", "--url", srv.url, str(sc), "--out", str(tmp_path / "o")],
+            capture_output=True,
+            text=True,
+        )
     assert p.returncode == 1 and "SLO failed: e2e_ms.p50" in p.stdout
     (tmp_path / "o" / "summary.json").unlink()
     (tmp_path / "o" / "report.html").unlink()
@@ -127,8 +167,21 @@ def test_cli_exit_codes_and_report_rerender(tmp_path):
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["metrics"]["requests"]["ok"] == 4
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: t\nbounds: {max_requests: 4}\n")
-    p = subprocess.run([sys.executable, "-m", "harness", "load", "--url", "http://127.0.0.1:9", str(bad), "--out", str(tmp_path / "b")],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "load",
+            "--url",
+            "http://127.0.0.1:9",
+            str(bad),
+            "--out",
+            str(tmp_path / "b"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "bounds.max_duration_s" in p.stderr
 
 
@@ -143,11 +196,21 @@ def test_clients_come_from_the_seam_with_the_fast_transport_injected(tmp_path, m
         run_scenario(scenario(bounds={"max_requests": 2, "max_duration_s": 10}), Target(srv.url, api_key="k"), tmp_path,
                      progress=False)  # fmt: skip
     assert len(made) == 2  # the request client and the side client (discovery, scrapes)
-    assert all(url == srv.url and isinstance(kw["transport"], FastTransport) and kw["api_key"] == "k" for url, kw in made)
+    assert all(
+        url == srv.url and isinstance(kw["transport"], FastTransport) and kw["api_key"] == "k" for url, kw in made
+    )
 
 
-@pytest.mark.parametrize("kind, outcome", [("unsent", "timeout"), ("timeout", "timeout"), ("connect", "transport_error"),
-                                           ("protocol", "transport_error"), ("other", "transport_error")])
+@pytest.mark.parametrize(
+    "kind, outcome",
+    [
+        ("unsent", "timeout"),
+        ("timeout", "timeout"),
+        ("connect", "transport_error"),
+        ("protocol", "transport_error"),
+        ("other", "transport_error"),
+    ],
+)
 def test_transport_failures_are_named_by_the_seam(kind, outcome):
     from harness.load.runner import OUTCOME_OF_FAILURE
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ManifestError
-from harness.load.scenario import arrival_offsets, load_scenario, parse_scenario, plan, Arrival
+from harness.load.scenario import Arrival, arrival_offsets, load_scenario, parse_scenario, plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,7 +79,11 @@ def test_lengths_from_file(tmp_path):
 
 
 def test_plan_is_deterministic_and_honours_lengths():
-    sc = parse_scenario(with_(shared_prefix={"share": 0.5, "tokens": 3}, prompt_unit="char", prompt_tokens={"kind": "fixed", "value": 10}))
+    sc = parse_scenario(
+        with_(
+            shared_prefix={"share": 0.5, "tokens": 3}, prompt_unit="char", prompt_tokens={"kind": "fixed", "value": 10}
+        )
+    )
     a, b = plan(sc), plan(sc)
     assert a == b
     assert all(len(p.prompt) == 10 for p in a)

@@ -1,6 +1,7 @@
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.load.crosscheck import _bucket_of, histogram, server_crosscheck
 from harness.load.metrics import aggregate, goodput, percentile, request_metrics
@@ -22,7 +23,7 @@ VLLM_STREAM = [
     chunk({"role": "assistant", "content": ""}),
     chunk({"content": ""}),  # held-back incomplete UTF-8
     chunk({"content": "H\u00e9"}),
-    chunk({"content": "llo \\\"x\\\""}),
+    chunk({"content": 'llo \\"x\\"'}),
     chunk({"content": "!"}, finish="length"),
     chunk(choices=False, usage={"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}),
     b"data: [DONE]\n\n",
@@ -34,7 +35,7 @@ def test_vllm_stream_kinds():
     ps = parse_stream([(100, body)])
     assert ps.kinds == "reccc" + "ud"
     assert ps.usage["completion_tokens"] == 4 and ps.finish_reason == "length" and ps.done
-    assert ps.chars[2] == 2 and ps.chars[3] == len("llo \\\"x\\\"")
+    assert ps.chars[2] == 2 and ps.chars[3] == len('llo \\"x\\"')
 
 
 def test_spaced_json_error_and_tgi_role_everywhere():
@@ -68,10 +69,19 @@ def test_any_split_gives_same_events_and_read_times(cuts, crlf):
 
 
 def rec(i, ev_t, kinds, usage_tokens=None, outcome="ok", sent=1_000_000, end=None, warmup=False):
-    return {"id": i, "warmup": warmup, "sent_ns": sent, "scheduled_ns": sent - 2_000_000, "ready_ns": sent - 1_000_000,
-            "first_byte_ns": sent + ev_t[0] if ev_t else None, "end_ns": end or sent + (ev_t[-1] if ev_t else 0) + 1_000_000,
-            "ev_t": ev_t, "ev_k": kinds, "outcome": outcome,
-            "usage": {"completion_tokens": usage_tokens, "prompt_tokens": 3} if usage_tokens is not None else None}
+    return {
+        "id": i,
+        "warmup": warmup,
+        "sent_ns": sent,
+        "scheduled_ns": sent - 2_000_000,
+        "ready_ns": sent - 1_000_000,
+        "first_byte_ns": sent + ev_t[0] if ev_t else None,
+        "end_ns": end or sent + (ev_t[-1] if ev_t else 0) + 1_000_000,
+        "ev_t": ev_t,
+        "ev_k": kinds,
+        "outcome": outcome,
+        "usage": {"completion_tokens": usage_tokens, "prompt_tokens": 3} if usage_tokens is not None else None,
+    }
 
 
 def test_request_metrics_definitions():
@@ -100,11 +110,13 @@ def test_percentile_matches_numpy():
 
 def test_aggregate_goodput_and_outcomes():
     ms = 1_000_000
-    reqs = [rec(0, [10 * ms, 20 * ms, 30 * ms, 40 * ms], "rccu", usage_tokens=2),
-            rec(1, [500 * ms, 510 * ms, 520 * ms, 521 * ms], "rccu", usage_tokens=2),
-            rec(2, [], "", outcome="http_error"),
-            rec(3, [], "", outcome="cancelled"),
-            rec(4, [1 * ms, 2 * ms], "rc", warmup=True, usage_tokens=1)]
+    reqs = [
+        rec(0, [10 * ms, 20 * ms, 30 * ms, 40 * ms], "rccu", usage_tokens=2),
+        rec(1, [500 * ms, 510 * ms, 520 * ms, 521 * ms], "rccu", usage_tokens=2),
+        rec(2, [], "", outcome="http_error"),
+        rec(3, [], "", outcome="cancelled"),
+        rec(4, [1 * ms, 2 * ms], "rc", warmup=True, usage_tokens=1),
+    ]
     a = aggregate(reqs, 0, None, {"ttft_ms": 100})
     assert a["requests"]["total"] == 4 and a["requests"]["ok"] == 2 and a["requests"]["failed"] == 1
     assert a["requests"]["error_rate"] == 1 / 3  # cancelled requests are not finished
@@ -129,13 +141,18 @@ vllm:num_preemptions_total{engine="0",model_name="tiny"} 0.0
 
 
 def after(gen, prompt, succ, b05, b1, binf, s):
-    return (PROM_BEFORE.replace("} 10.0", f"}} {gen}").replace('tiny"} 5.0', f'tiny"}} {prompt}')
-            .replace('finished_reason="length",model_name="tiny"} 1.0', f'finished_reason="length",model_name="tiny"}} {succ}')
-            .replace('le="0.05",model_name="tiny"} 1.0', f'le="0.05",model_name="tiny"}} {b05}')
-            .replace('le="0.1",model_name="tiny"} 1.0', f'le="0.1",model_name="tiny"}} {b1}')
-            .replace('le="+Inf",model_name="tiny"} 1.0', f'le="+Inf",model_name="tiny"}} {binf}')
-            .replace('_count{engine="0",model_name="tiny"} 1.0', f'_count{{engine="0",model_name="tiny"}} {binf}')
-            .replace("_sum{engine=\"0\",model_name=\"tiny\"} 0.01", f"_sum{{engine=\"0\",model_name=\"tiny\"}} {s}"))
+    return (
+        PROM_BEFORE.replace("} 10.0", f"}} {gen}")
+        .replace('tiny"} 5.0', f'tiny"}} {prompt}')
+        .replace(
+            'finished_reason="length",model_name="tiny"} 1.0', f'finished_reason="length",model_name="tiny"}} {succ}'
+        )
+        .replace('le="0.05",model_name="tiny"} 1.0', f'le="0.05",model_name="tiny"}} {b05}')
+        .replace('le="0.1",model_name="tiny"} 1.0', f'le="0.1",model_name="tiny"}} {b1}')
+        .replace('le="+Inf",model_name="tiny"} 1.0', f'le="+Inf",model_name="tiny"}} {binf}')
+        .replace('_count{engine="0",model_name="tiny"} 1.0', f'_count{{engine="0",model_name="tiny"}} {binf}')
+        .replace('_sum{engine="0",model_name="tiny"} 0.01', f'_sum{{engine="0",model_name="tiny"}} {s}')
+    )
 
 
 def test_prom_parse_and_buckets():
@@ -147,9 +164,14 @@ def test_prom_parse_and_buckets():
 
 def test_crosscheck_agreement_and_flags():
     ms = 1_000_000
-    reqs = [rec(0, [30 * ms, 31 * ms, 40 * ms, 41 * ms], "rccu", usage_tokens=2),
-            rec(1, [70 * ms, 71 * ms, 80 * ms, 81 * ms], "rccu", usage_tokens=2)]
-    scr = [{"phase": "before", "text": PROM_BEFORE}, {"phase": "after", "text": after(14.0, 11.0, 3.0, 2.0, 3.0, 3.0, 0.1)}]
+    reqs = [
+        rec(0, [30 * ms, 31 * ms, 40 * ms, 41 * ms], "rccu", usage_tokens=2),
+        rec(1, [70 * ms, 71 * ms, 80 * ms, 81 * ms], "rccu", usage_tokens=2),
+    ]
+    scr = [
+        {"phase": "before", "text": PROM_BEFORE},
+        {"phase": "after", "text": after(14.0, 11.0, 3.0, 2.0, 3.0, 3.0, 0.1)},
+    ]
     res = server_crosscheck(reqs, scr)
     assert res["tokens"]["output"] == {"client_chunks": 4, "client_usage": 4, "server": 4.0}
     assert res["flags"] == []

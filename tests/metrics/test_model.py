@@ -17,6 +17,7 @@ from harness.metrics import (
     MAX_EXPOSITION_CHARS,
     MAX_LINE_CHARS,
     Exposition,
+    keep_series,
     parse_exposition,
     parse_metrics,
 )
@@ -28,7 +29,7 @@ V032 = (DATA / "metrics-vllm-0.32.0.txt").read_text()
 
 def stored(text: str) -> str:
     """A scrape as the load runner keeps it in events.jsonl (engine lines only, no HELP)."""
-    return "\n".join(line for line in text.splitlines() if line.startswith(SCRAPE_PREFIXES))
+    return keep_series(text, SCRAPE_PREFIXES)
 
 
 @pytest.fixture(scope="module", params=["0.11.0", "0.32.0"])

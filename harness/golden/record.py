@@ -101,6 +101,17 @@ def _completion_logprobs(ch: dict) -> list[list]:
     return rows
 
 
+def _record_head(prompt: Prompt, set_name: str) -> dict[str, Any]:
+    """What every golden record starts with: which prompt, which set, and the exact request sent."""
+    return {
+        "id": prompt.id,
+        "set": set_name,
+        "endpoint": prompt.endpoint,
+        "request_sha256": prompt.request_sha256(),
+        "request": prompt.body(),
+    }
+
+
 def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
     """One golden record from one raw response. Raises ValueError when the response lacks what a record needs."""
     choices = []
@@ -133,11 +144,7 @@ def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
     if len(choices) != n:
         raise ValueError(f"expected {n} choices, got {len(choices)}")
     return {
-        "id": prompt.id,
-        "set": set_name,
-        "endpoint": prompt.endpoint,
-        "request_sha256": prompt.request_sha256(),
-        "request": prompt.body(),
+        **_record_head(prompt, set_name),
         "choices": choices,
         "usage": resp.get("usage"),
         "system_fingerprint": resp.get("system_fingerprint"),
@@ -194,11 +201,7 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
             err = {"message": str(err)}
         kind = err.get("type")
         return {
-            "id": prompt.id,
-            "set": set_name,
-            "endpoint": prompt.endpoint,
-            "request_sha256": prompt.request_sha256(),
-            "request": prompt.body(),
+            **_record_head(prompt, set_name),
             "choices": [],
             "error": {
                 "status": r.status_code,

@@ -60,14 +60,28 @@ def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
             time.sleep(poll)
 
 
+def _identity_doc(response: httpx.Response) -> dict[str, Any]:
+    """The identity endpoint's JSON object; anything else is a mismatch named in one line, not a traceback."""
+    where = f"{response.request.url.path} answered HTTP {response.status_code}"
+    if response.status_code != 200:
+        raise IdentityMismatch(f"{where}; cannot verify the engine's identity")
+    try:
+        doc = response.json()
+    except ValueError:
+        raise IdentityMismatch(f"{where} with a body that is not JSON; cannot verify the engine's identity") from None
+    if not isinstance(doc, dict):
+        raise IdentityMismatch(f"{where} with JSON that is not an object; cannot verify the engine's identity")
+    return doc
+
+
 def verify_identity(engine: Engine) -> dict[str, Any]:
     m = engine.spec.manifest
     with _client(engine, 10.0) as http, wire_errors(engine.base_url):
         if m.engine.kind == "vllm":
-            reported = http.get("/version").json().get("version")
+            reported = _identity_doc(http.get("/version")).get("version")
             extra: dict[str, Any] = {}
         else:
-            info = http.get("/info").json()
+            info = _identity_doc(http.get("/info"))
             reported = info.get("version")
             extra = {"model_id": info.get("model_id"), "model_sha": info.get("model_sha")}
             if info.get("model_id") != TGI_MODEL_ID:

@@ -593,3 +593,27 @@ def test_ps_skips_corrupt_and_non_regular_registry_entries(tmp_path, capsys, mon
     rc = finishes(lambda: main(["ps", "--json"]))
     assert rc == 0
     assert [r for r in yaml.safe_load(capsys.readouterr().out) if r.get("kind") == "subprocess"] == []
+
+
+@pytest.mark.parametrize(
+    "modes, says",
+    [
+        ({"/version": "http500"}, "HTTP 500"),
+        ({"/version": "html"}, "not JSON"),
+        ({"/version": "jsonlist"}, "not an object"),
+    ],
+)
+def test_identity_endpoint_garbage_is_one_line_not_a_traceback(modes, says):
+    """A server that answers /version with an error, HTML or a JSON list is an identity mismatch, said in one line."""
+    from types import SimpleNamespace
+
+    from harness.errors import IdentityMismatch
+    from harness.launch.ready import verify_identity
+    from tests.support.badserver import BadServer
+
+    with BadServer(modes) as server:
+        manifest = load_manifest(DEFAULT_MANIFEST)
+        engine = SimpleNamespace(base_url=server.url, spec=SimpleNamespace(manifest=manifest, api_key=lambda: None))
+        with pytest.raises(IdentityMismatch, match=says) as err:
+            verify_identity(engine)
+    assert "\n" not in str(err.value) and "/version" in str(err.value)

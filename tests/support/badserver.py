@@ -16,6 +16,7 @@ Modes (each writes exactly these bytes, so a client sees the fault it would see 
   hugeheaders HTTP 200 with 1 MiB of headers
   close       closes the connection without a byte
   markup      HTTP 400 whose error message holds rich markup ("[/oops]")
+  html        HTTP 200 with an HTML page;  jsonlist  HTTP 200 with a JSON list (where an object belongs)
   doneonly    HTTP 200 SSE that sends only `data: [DONE]` (a complete stream without a single token)
 Only ever binds 127.0.0.1; counts requests per path in `hits`.
 """
@@ -152,6 +153,10 @@ class BadServer:
         w = writer.write
         if mode == "ok":
             w(_ok_body(path, request if isinstance(request, dict) else {}))
+        elif mode == "html":
+            w(_reply(200, b"<html><body>not an engine</body></html>", "text/html"))
+        elif mode == "jsonlist":
+            w(_reply(200, b"[1, 2, 3]"))
         elif mode == "garbage":
             w(b"\x00\x01SSH-2.0-not-http\r\n\xff\xfe garbage\r\n\r\n")
         elif mode == "http500":

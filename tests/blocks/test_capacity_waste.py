@@ -9,15 +9,9 @@ import pytest
 from harness.blocks import capacity as c
 from harness.blocks.waste import waste_report
 from harness.cli import main
+from tests.support.models import TINY_CONFIG
 
-TINY = {
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "hidden_size": 128,
-    "head_dim": 64,
-    "torch_dtype": "float32",
-}
+TINY = TINY_CONFIG
 SEC8 = {
     "num_hidden_layers": 24,
     "num_attention_heads": 14,

@@ -9,6 +9,7 @@ import pytest
 
 from harness.blocks import live
 from harness.errors import RefusedError
+from tests.support.models import TINY_CONFIG
 
 METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
@@ -25,18 +26,7 @@ def _mock_client(text):
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    (tmp_path / "config.json").write_text(
-        json.dumps(
-            {
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 1,
-                "hidden_size": 128,
-                "head_dim": 64,
-                "torch_dtype": "float32",
-            }
-        )
-    )
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG))
     return tmp_path
 
 

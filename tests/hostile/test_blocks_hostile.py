@@ -32,15 +32,9 @@ from harness.cli import main
 from harness.errors import RefusedError, UsageError
 from tests.support import netguard
 from tests.support.badserver import BadServer
+from tests.support.models import TINY_CONFIG
 
-TINY = {
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "hidden_size": 128,
-    "head_dim": 64,
-    "torch_dtype": "float32",
-}
+TINY = TINY_CONFIG
 GOOD_SCENARIO = {
     "requests": 4,
     "arrival": {"kind": "constant", "rate": 10},

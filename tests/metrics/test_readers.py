@@ -14,6 +14,7 @@ from harness.blocks import live
 from harness.load.crosscheck import server_crosscheck, timeline
 from harness.load.runner import SCRAPE_PREFIXES
 from harness.metrics import parse_exposition
+from tests.support.models import TINY_CONFIG
 
 DATA = Path(__file__).parent.parent / "golden" / "data"
 V011 = (DATA / "metrics-vllm-0.11.0.txt").read_text()
@@ -159,18 +160,7 @@ def _client(handler) -> httpx.Client:
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    (tmp_path / "config.json").write_text(
-        json.dumps(
-            {
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 1,
-                "hidden_size": 128,
-                "head_dim": 64,
-                "torch_dtype": "float32",
-            }
-        )
-    )
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG))
     return tmp_path
 
 

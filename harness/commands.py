@@ -117,8 +117,9 @@ def cmd_up(args) -> int:
     try:
         with launch(args.manifest) as engine:
             print(_identity_line(engine.identity), file=sys.stderr)
-            print(f"ready: {engine.base_url}", flush=True)
+            # ready before the line goes out: a reader may send SIGTERM as soon as it sees it, while print returns
             ready = True
+            print(f"ready: {engine.base_url}", flush=True)
             while engine.exit_status() is None:
                 time.sleep(0.5)
             print(f"harness: error: engine exited with status {engine.exit_status()}", file=sys.stderr)

@@ -1,0 +1,77 @@
+"""llama.cpp's `llama-server`, built from a pinned source archive (harness.engines.llamacpp_build), serving a GGUF."""
+
+from __future__ import annotations
+
+from harness.engines.profile import EngineProfile, Identity, MetricNames
+
+__all__ = ["LLAMACPP"]
+
+_HARNESS = "set by the harness from"
+
+
+class _LlamaCpp(EngineProfile):
+    def server_args(self, model: str, served_name: str, host: str, port: int) -> list[str]:
+        # --metrics: /metrics is off unless asked for; --alias: the name /v1/models lists and responses carry
+        return ["-m", model, "--alias", served_name, "--host", host, "--port", str(port), "--metrics"]
+
+
+LLAMACPP = _LlamaCpp(
+    kind="llamacpp",
+    title="llama.cpp",
+    runtimes=frozenset({"source"}),
+    # a source build has no release number: it is the upstream commit the archive vendors (what /props reports)
+    version_pattern=r"[0-9a-f]{7,40}",
+    version_example="0c1e570",
+    api_key_env="LLAMA_API_KEY",
+    # /props build_info is "b<build number>-<commit>"; the harness builds with build number 0
+    identity=Identity(path="/props", version_field="build_info", version_prefix="b0-", recorded=("model_path",)),
+    metrics=MetricNames(
+        prefix="llamacpp:",
+        running="llamacpp:requests_processing",
+        waiting="llamacpp:requests_deferred",
+        prompt_tokens="llamacpp:prompt_tokens_total",
+        generation_tokens="llamacpp:tokens_predicted_total",
+    ),
+    # llama.cpp's common_params parser: each flag has short and long spellings and an LLAMA_ARG_* variable
+    forbidden_args={
+        "--host": f"{_HARNESS} server.host",
+        "--port": f"{_HARNESS} server.port",
+        "--api-key": f"{_HARNESS} server.api_key_env (a key never goes in a manifest)",
+        "--api-key-file": f"{_HARNESS} server.api_key_env (a key never goes in a manifest)",
+        "-m": f"{_HARNESS} model.source (the verified model)",
+        "--model": f"{_HARNESS} model.source (the verified model)",
+        "-mu": "would download a model by URL",
+        "--model-url": "would download a model by URL",
+        "-hf": "would download a model from Hugging Face",
+        "-hfr": "would download a model from Hugging Face",
+        "--hf-repo": "would download a model from Hugging Face",
+        "-dr": "would download a model from Docker Hub",
+        "--docker-repo": "would download a model from Docker Hub",
+        "-a": f"{_HARNESS} model.served_name",
+        "--alias": f"{_HARNESS} model.served_name",
+        "--path": "would serve static files from a directory of the manifest's choice",
+        "--rpc": "would send work to RPC servers on other hosts",
+        "--models-dir": "would serve other models than the verified one (router mode)",
+        "--models-preset": "would serve other models than the verified one (router mode)",
+    },
+    forbidden_env={
+        "LLAMA_API_KEY": "the key comes from server.api_key_env, never from the manifest",
+        "LLAMA_ARG_HOST": f"{_HARNESS} server.host",
+        "LLAMA_ARG_PORT": f"{_HARNESS} server.port",
+        "LLAMA_ARG_MODEL": f"{_HARNESS} model.source (the verified model)",
+        "LLAMA_ARG_MODEL_URL": "would download a model by URL",
+        "LLAMA_ARG_HF_REPO": "would download a model from Hugging Face",
+        "LLAMA_ARG_ALIAS": f"{_HARNESS} model.served_name",
+    },
+    harmless_env=frozenset({"LLAMA_ARG_THREADS", "LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_N_PARALLEL"}),
+    dropped_env_prefixes=("LLAMA_",),
+    model_format="gguf",
+    series_digits=0,  # a commit has no series: only the exact expectation file
+    notes={
+        "blocks": "llama-server keeps its KV cache per slot (/slots), not in PagedAttention blocks, and exports no "
+        "block configuration or KV usage gauge: the block model's cross-check does not apply",
+        "hidden_metrics": "a source build keeps only the binary: there is no source tree to look for metric names in",
+        "ttft": "llama-server exports no time-to-first-token or inter-token histograms",
+        "preemptions": "llama-server has no preemption counter (a slot is never preempted)",
+    },
+)

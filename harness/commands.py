@@ -55,11 +55,13 @@ def register(sub) -> None:
 
 def cmd_validate(args) -> int:
     m = load_manifest(args.manifest)
-    rt = (
-        f"python {m.runtime.python.version}, lock {m.runtime.python.lock}"
-        if m.runtime.python
-        else (f"docker {m.runtime.docker.image}@{m.runtime.docker.digest}")
-    )
+    py, dk, src = m.runtime.python, m.runtime.docker, m.runtime.source
+    if py is not None:
+        rt = f"python {py.version}, lock {py.lock}"
+    elif src is not None:
+        rt = f"source {src.filename} sha256 {src.sha256[:12]}"
+    else:
+        rt = f"docker {dk.image}@{dk.digest}"
     print(
         f"ok: {args.manifest}: {m.engine.kind} {m.engine.version}; {rt}; model {m.model.source} {m.model.sha256[:12]}"
     )
@@ -70,6 +72,10 @@ def cmd_install(args) -> int:
     from harness.envs import ensure_env
 
     m = load_manifest(args.manifest)
+    if m.runtime.source is not None:
+        binary = m.profile.build_from_source(m.runtime.source, m.engine.version)
+        print(f"ready: {binary} (source sha256 {m.runtime.source.sha256})")
+        return 0
     if m.runtime.python is None:
         print(f"{args.manifest}: docker runtime; nothing to install (the image must be present locally)")
         return 0
@@ -93,9 +99,9 @@ def cmd_model_hash(args) -> int:
 
 
 def _identity_line(identity: dict) -> str:
-    pin = (
-        f"lock {identity['lock_sha256'][:12]}" if "lock_sha256" in identity else f"image {identity.get('image_digest')}"
-    )
+    from harness.launch.session import runtime_pin
+
+    pin = runtime_pin(identity, short=True)
     return (
         f"verified: {identity['engine']} {identity['version']}, model {identity['model_hash'][:12]}, {pin}, "
         f"served as {identity['served_name']} (ready in {identity['ready_seconds']} s)"

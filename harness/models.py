@@ -17,13 +17,13 @@ __all__ = ["resolve_model"]
 def resolve_model(manifest: Manifest) -> Path:
     pinned = manifest.model.sha256
     if manifest.model_is_reference:
-        from harness.tinymodel import build_reference_model
-
-        target = harness_home() / "models" / f"reference-tiny-{pinned[:12]}"
+        profile = manifest.profile
+        fmt = "" if profile.model_format == "safetensors" else f"-{profile.model_format}"
+        target = harness_home() / "models" / f"reference-tiny{fmt}-{pinned[:12]}"
         if not target.is_dir():
             tmp = target.with_name(target.name + ".building")
             shutil.rmtree(tmp, ignore_errors=True)
-            built = build_reference_model(tmp)
+            built = profile.build_reference_model(tmp)  # in the engine's model format
             if built != pinned:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise PinMismatch("model hash", pinned, built, "the reference-tiny model this harness builds")

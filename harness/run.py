@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness import __version__
 from harness.launch.base import new_run_id
-from harness.launch.session import launch, reports_dir
+from harness.launch.session import launch, reports_dir, runtime_pin
 from harness.manifest import load_manifest
 from harness.outputs import atomic_write_text
 from harness.stages import StageContext, StageResult
@@ -60,10 +60,7 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
     with launch(manifest, run_dir=run_dir, run_id=run_id) as engine:
         identity = engine.identity
         record["identity"] = identity
-        pin = (
-            f"lock sha256 {identity['lock_sha256']}" if "lock_sha256" in identity
-            else f"image digest {identity.get('image_digest')}"
-        )  # fmt: skip
+        pin = runtime_pin(identity)
         print(
             f"identity: {identity['engine']} {identity['version']} | model sha256 {identity['model_hash']} | {pin}",
             flush=True,

@@ -20,8 +20,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.source_build import LLAMA_CPP_SOURCE, ensure_llama_server  # noqa: E402
-from harness.tinygguf import GGUF_FILENAME, build_reference_gguf  # noqa: E402
+from harness.engines.gguf import GGUF_FILENAME, build_reference_gguf  # noqa: E402
+from harness.engines.llamacpp_build import LLAMA_CPP_SOURCE, ensure_llama_server  # noqa: E402
 
 KEY = "probe-key"
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/llamacpp-probe")

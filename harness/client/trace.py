@@ -62,6 +62,7 @@ class Trace:
     failure: str = ""  # its kind (harness.client.http.failure_kind): unsent | connect | timeout | protocol | other
     ended: str = ""  # eof | cancel | disconnect | error | limit | timeout
     sse: bool = False
+    retried: str = ""  # the error of a first attempt that a caller retried (a pooled connection the server had closed)
 
     # -- raw views -------------------------------------------------------------------------------------------
     @property

@@ -18,6 +18,7 @@ __all__ = [
     "IdentityProblem",
     "MetricNames",
     "PROFILES",
+    "DEFAULT_KIND",
     "kinds",
     "profile_for",
     "all_metric_prefixes",
@@ -25,6 +26,8 @@ __all__ = [
 ]
 
 PROFILES: dict[str, EngineProfile] = {p.kind: p for p in (VLLM, TGI, LLAMACPP)}
+# the profile a command uses when nothing names the engine (`load --url` without --engine, `blocks crosscheck`)
+DEFAULT_KIND = VLLM.kind
 
 
 def kinds() -> list[str]:

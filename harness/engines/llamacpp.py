@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from harness.engines.profile import EngineProfile, Identity, MetricNames
 
 __all__ = ["LLAMACPP"]
@@ -13,6 +16,22 @@ class _LlamaCpp(EngineProfile):
     def server_args(self, model: str, served_name: str, host: str, port: int) -> list[str]:
         # --metrics: /metrics is off unless asked for; --alias: the name /v1/models lists and responses carry
         return ["-m", model, "--alias", served_name, "--host", host, "--port", str(port), "--metrics"]
+
+    def build_reference_model(self, dest: Path) -> str:
+        from harness.engines.gguf import build_reference_gguf
+
+        return build_reference_gguf(dest)
+
+    def build_from_source(self, source: Any, version: str, *, quiet: bool = False) -> Path:
+        from harness.engines.llamacpp_build import SourcePin, ensure_llama_server
+
+        pin = SourcePin(
+            package=source.package, version=source.version, filename=source.filename, sha256=source.sha256,
+            subdir=source.subdir, commit=version,
+        )  # fmt: skip
+        if quiet:
+            return ensure_llama_server(pin.sha256, pin=pin, progress=lambda line: None)
+        return ensure_llama_server(pin.sha256, pin=pin)
 
 
 LLAMACPP = _LlamaCpp(
@@ -29,8 +48,11 @@ LLAMACPP = _LlamaCpp(
         prefix="llamacpp:",
         running="llamacpp:requests_processing",
         waiting="llamacpp:requests_deferred",
+        # "Number of prompt tokens processed, excluding cached tokens": the reused ones are counted apart
         prompt_tokens="llamacpp:prompt_tokens_total",
+        prompt_tokens_cached="llamacpp:prompt_tokens_cached_total",
         generation_tokens="llamacpp:tokens_predicted_total",
+        prefix_hits="llamacpp:prompt_tokens_cached_total",  # "Number of prompt tokens reused from the cache"
     ),
     # llama.cpp's common_params parser: each flag has short and long spellings and an LLAMA_ARG_* variable
     forbidden_args={
@@ -72,6 +94,13 @@ LLAMACPP = _LlamaCpp(
         "block configuration or KV usage gauge: the block model's cross-check does not apply",
         "hidden_metrics": "a source build keeps only the binary: there is no source tree to look for metric names in",
         "ttft": "llama-server exports no time-to-first-token or inter-token histograms",
+        "itl": "llama-server exports no time-to-first-token or inter-token histograms",
         "preemptions": "llama-server has no preemption counter (a slot is never preempted)",
+        "kv_usage": "llama-server exports no KV cache usage gauge (its cache is per slot, see /slots)",
+        "queue_time": "llama-server exports no queue-time histogram (requests_deferred counts the requests waiting now)",
+        "request_success": "llama-server counts no finished requests",
+        "prefix_queries": "llama-server counts reused (prompt_tokens_cached_total) and evaluated (prompt_tokens_total) "
+        "prompt tokens apart; their sum is what was looked up",
+        "cache_config": "llama-server exports no block configuration (its KV cache is per slot, not in blocks)",
     },
 )

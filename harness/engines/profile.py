@@ -33,6 +33,9 @@ class MetricNames:
     itl: str | None = None  # histogram, seconds between tokens
     queue_time: str | None = None  # histogram, seconds queued
     prompt_tokens: str | None = None  # counter (or a histogram's _sum), prompt tokens processed
+    # counter, prompt tokens reused from a cache that `prompt_tokens` does NOT count (the engine's prompt total is the
+    # sum of the two); None when `prompt_tokens` already counts every prompt token
+    prompt_tokens_cached: str | None = None
     generation_tokens: str | None = None  # counter (or a histogram's _sum), tokens generated
     request_success: str | None = None  # counter, requests finished
     prefix_hits: str | None = None  # counter, prompt tokens found in the prefix cache
@@ -114,6 +117,16 @@ class EngineProfile:
     def defaults_for(self, user_args: Sequence[str]) -> list[str]:
         given = {a.split("=", 1)[0] for a in user_args}
         return [x for flag, value in self.default_args if flag not in given for x in (flag, value)]
+
+    def build_reference_model(self, dest: Path) -> str:
+        """Write the embedded reference model in this engine's format into `dest`; returns its content hash."""
+        from harness.tinymodel import build_reference_model
+
+        return build_reference_model(dest)
+
+    def build_from_source(self, source: Any, version: str, *, quiet: bool = False) -> Path:
+        """runtime.source: the verified server binary of the pinned source build (built once, then verified)."""
+        raise NotImplementedError(f"{self.title} has no source build")
 
     # -- identity --------------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import httpx
 
 from harness import __version__
 from harness.client import make_sync_client
+from harness.engines import EngineProfile
 from harness.errors import HarnessError
 from harness.golden.prompts import Prompt, PromptSet
 from harness.net import redact_url
@@ -242,15 +243,16 @@ def _refused_everything(set_name: str, records: list[dict]) -> EngineResponseErr
     return None
 
 
-def reported_version(base_url: str, api_key: str | None = None, wall_s: float = 10.0) -> str | None:
-    """The engine's /version (vLLM), or None when it does not say."""
+def reported_version(
+    base_url: str, api_key: str | None = None, wall_s: float = 10.0, *, profile: EngineProfile
+) -> str | None:
+    """The version the engine's identity endpoint (its profile's) reports, or None when it does not say."""
     try:
         with make_sync_client(base_url, api_key=api_key, timeout=wall_s) as client:
-            v = bounded_request(client, "GET", "/version", wall_s).json()
-    except (httpx.HTTPError, HarnessError):
+            doc = bounded_request(client, "GET", profile.identity.path, wall_s).json()
+    except (httpx.HTTPError, HarnessError, ValueError):
         return None
-    v = v.get("version") if isinstance(v, dict) else None
-    return v if isinstance(v, str) else None
+    return profile.reported_version(doc)
 
 
 def record_sets(
@@ -307,6 +309,8 @@ def build_meta(
         }
     elif dk is not None:
         runtime = {"kind": "docker", "image": dk.image, "digest": dk.digest}
+    elif manifest.runtime.source is not None:
+        runtime = {"kind": "source", **manifest.runtime.source.model_dump()}
     ident = dict(identity or {})
     if "base_url" in ident:
         ident["base_url"] = redact_url(ident["base_url"])
@@ -356,13 +360,13 @@ def _hardware(engine) -> dict:
         return collect(Path(env_dir) / "bin" / "python")
     if spec is not None and getattr(spec.manifest.runtime, "docker", None) is not None:
         return collect(None, torch_unknown="docker engine: the image's torch is not probed")
-    return collect(None, torch_unknown="engine not launched from a python environment")
+    return collect(None, torch_unknown="engine not launched from a python environment (no torch)")
 
 
 def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
     """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
-    reported = reported_version(engine.base_url, api_key)
+    reported = reported_version(engine.base_url, api_key, profile=manifest.profile)
     records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
     meta = build_meta(
         manifest,

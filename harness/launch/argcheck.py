@@ -1,13 +1,14 @@
 """What a manifest's `server.args`/`server.env` (and `conform --extra-arg`) may not set, read as the engine reads it.
 
-    problem = refused_arg("vllm", ["--ho", "0.0.0.0"])   # "'--ho' is read as --host: ...", or None
-    problem = refused_env("vllm", {"VLLM_HOST_IP": "0.0.0.0"})
+    problem = refused_arg(kind, ["--ho", "0.0.0.0"])   # "'--ho' is read as --host: ...", or None
+    problem = refused_env(kind, {"SOME_HOST_VAR": "0.0.0.0"})
 
-vLLM parses its command line with argparse through FlexibleArgumentParser, which means: `_` and `-` are the same in a
+The tables live in the engine profiles (harness/engines/). The reading is argparse's (the Python engine's parser,
+FlexibleArgumentParser), which means: `_` and `-` are the same in a
 long flag's name (`--api_key`), any unambiguous prefix of a long flag is that flag (`--ho` is `--host`), `--flag=value`
 is `--flag value`, `--flag.key value` is a JSON field of `--flag`, and `--config FILE` reads more flags from a YAML
-file. TGI's launcher (clap) is stricter, but the same reading is applied to it: refusing a spelling the engine would
-reject anyway costs nothing, and missing one it accepts would let a manifest bind elsewhere.
+file. Other engines' parsers are stricter, but the same reading is applied to them: refusing a spelling the engine
+would reject anyway costs nothing, and missing one it accepts would let a manifest bind elsewhere.
 
 `--config` is refused outright rather than followed: the engine resolves the path against its own working directory
 when it starts, so the file the harness checked need not be the file the engine reads. Put the flags in server.args.
@@ -19,52 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from harness.engines import PROFILES
+
 __all__ = ["FORBIDDEN_ARGS", "FORBIDDEN_ENV", "refused_arg", "refused_env"]
 
-_HARNESS = "set by the harness from"
-
-# flag -> why the manifest must not set it. Long flags match by prefix as argparse does; short ones exactly.
-FORBIDDEN_ARGS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "--host": f"{_HARNESS} server.host",
-        "--port": f"{_HARNESS} server.port",
-        "--api-key": f"{_HARNESS} server.api_key_env (a key never goes in a manifest)",
-        "--model": f"{_HARNESS} model.source (the verified model)",
-        "--served-model-name": f"{_HARNESS} model.served_name",
-        "--uds": "would serve on a Unix socket instead of server.host/port",
-        "--config": "reads more flags from a file the harness cannot check; put them in server.args",
-        "--data-parallel-address": "would bind the data-parallel coordinator elsewhere",
-        "-dpa": "would bind the data-parallel coordinator elsewhere",
-        "--otlp-traces-endpoint": "would send traces off this machine",
-        "--kv-events-config": "would publish KV events on a socket of its own",
-        "--kv-transfer-config": "would open a KV transfer channel of its own",
-    },
-    "tgi": {
-        "--hostname": f"{_HARNESS} server.host",
-        "--port": f"{_HARNESS} server.port / runtime.docker.container_port",
-        "--api-key": f"{_HARNESS} server.api_key_env (a key never goes in a manifest)",
-        "--model-id": f"{_HARNESS} model.source (the verified model)",
-        "--otlp-endpoint": "would send traces off this machine",
-        "--master-addr": "would bind the shard rendezvous elsewhere",
-    },
-}
-
+# flag -> why the manifest must not set it, per engine kind: the profiles' tables (harness/engines/). Long flags match
+# by prefix as argparse does; short ones exactly.
+FORBIDDEN_ARGS: dict[str, Mapping[str, str]] = {kind: p.forbidden_args for kind, p in PROFILES.items()}
 # variable -> why the manifest's server.env must not set it (the launchers set these themselves).
-FORBIDDEN_ENV: dict[str, dict[str, str]] = {
-    "vllm": {
-        "VLLM_HOST_IP": "the harness keeps vLLM's internal addresses on loopback",
-        "GLOO_SOCKET_IFNAME": "the harness keeps vLLM's internal addresses on loopback",
-        "VLLM_API_KEY": "the key comes from server.api_key_env, never from the manifest",
-    },
-    "tgi": {
-        "API_KEY": "the key comes from server.api_key_env, never from the manifest",
-    },
-}
+FORBIDDEN_ENV: dict[str, Mapping[str, str]] = {kind: p.forbidden_env for kind, p in PROFILES.items()}
 
 
-def _table(tables: dict[str, dict[str, str]], kind: str | None) -> dict[str, str]:
+def _table(tables: dict[str, Mapping[str, str]], kind: str | None) -> dict[str, str]:
     if kind in tables:
-        return tables[kind]
+        return dict(tables[kind])
     merged: dict[str, str] = {}
     for t in tables.values():
         merged.update(t)

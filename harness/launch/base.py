@@ -11,13 +11,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.engines import EngineProfile
 from harness.manifest import Manifest
 from harness.settings import api_key_from_env
 
-__all__ = ["LaunchSpec", "Engine", "new_run_id", "VLLM_NO_TELEMETRY"]
-
-# vLLM posts usage statistics to stats.vllm.ai from every engine unless told not to; nothing leaves this machine.
-VLLM_NO_TELEMETRY = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+__all__ = ["LaunchSpec", "Engine", "new_run_id"]
 
 
 def new_run_id() -> str:
@@ -35,6 +33,7 @@ class LaunchSpec:
     port: int  # concrete loopback port (already checked free)
     host: str = "127.0.0.1"
     env_dir: Path | None = None  # python runtime: the verified engine environment
+    binary: Path | None = None  # source runtime: the verified server binary
     extra_args: tuple[str, ...] = ()  # added after the manifest's args (tests use this for variants)
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -45,6 +44,10 @@ class LaunchSpec:
     @property
     def log_path(self) -> Path:
         return self.run_dir / "engine.log"
+
+    @property
+    def profile(self) -> EngineProfile:
+        return self.manifest.profile
 
     def api_key(self) -> str | None:
         name = self.manifest.server.api_key_env

@@ -1,7 +1,7 @@
 """Docker launcher: a pinned image (by digest, never pulled), published on the host's 127.0.0.1 only.
 
 Networking decision: **bridge networking, port published on host 127.0.0.1 only, and the engine told explicitly to
-bind `0.0.0.0` inside the container's own network namespace** (TGI: `--hostname 0.0.0.0`; vLLM: `--host 0.0.0.0`).
+bind `0.0.0.0` inside the container's own network namespace** (the profile's address flag, given `0.0.0.0`).
 
 Why not `--hostname 127.0.0.1`: in bridge mode the published port is forwarded (docker-proxy / iptables DNAT) to the
 container's bridge address (172.17.x.y), never to the container's loopback, so an engine bound to the container's
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness.dockerd import connect
 from harness.errors import LaunchError, PinMismatch, RefusedError
-from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
+from harness.launch.base import Engine, LaunchSpec
 from harness.launch.containers import LABEL_ENGINE_ID, LABEL_MANAGED, LABEL_RUN_ID
 from harness.launch.watchdog import Watchdog
 
@@ -91,45 +91,30 @@ def find_pinned_image(image: str, digest: str, client=None):
 
 
 def engine_args(spec: LaunchSpec) -> list[str]:
-    """Arguments given to the image's entrypoint: model, address and port set explicitly, then the manifest's args.
+    """Arguments given to the image's entrypoint: model, address and port set explicitly (from the profile), then the
+    profile's defaults the manifest does not set, then the manifest's args.
 
     The args cannot set what the harness sets (harness.launch.session.check_launch_inputs refuses it before a
     container is created), so the order does not decide anything; tests rely on a later `--port` reaching the engine.
     """
-    m = spec.manifest
-    cport = str(m.runtime.docker.container_port)
+    m, p = spec.manifest, spec.profile
     user_args = list(m.server.args) + list(spec.extra_args)
-    if m.engine.kind == "tgi":
-        # bind 0.0.0.0 in the container's own namespace (see the module docstring); published on host 127.0.0.1 only.
-        args = ["--model-id", MODEL_MOUNT, "--hostname", "0.0.0.0", "--port", cport]
-        if not any(a.split("=")[0] == "--usage-stats" for a in user_args):
-            args += ["--usage-stats", "off"]  # no telemetry from a container
-    else:  # vllm/vllm-openai image: entrypoint is the OpenAI api_server
-        args = [
-            "--model",
-            MODEL_MOUNT,
-            "--served-model-name",
-            m.model.served_name,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            cport,
-        ]
-    return args + user_args
+    # bind 0.0.0.0 in the container's own namespace (see the module docstring); published on host 127.0.0.1 only.
+    model = MODEL_MOUNT if p.model_format == "safetensors" else f"{MODEL_MOUNT}/{p.model_path(spec.model_dir).name}"
+    args = p.server_args(model, m.model.served_name, "0.0.0.0", m.runtime.docker.container_port)
+    return args + p.defaults_for(user_args) + user_args
 
 
 def _environment(spec: LaunchSpec) -> dict[str, str]:
-    m = spec.manifest
-    env = dict(m.server.env)
+    p = spec.profile
+    env = dict(spec.manifest.server.env)
     env.update(spec.extra_env)
     env.update(OFFLINE_ENV)  # the harness's own settings last, so the manifest cannot undo them
-    if m.engine.kind == "tgi":
-        env["USAGE_STATS"] = "off"
-    else:
-        env.update(VLLM_NO_TELEMETRY)
+    env.update(p.fixed_env)
+    env.update(p.container_env)
     key = spec.api_key()
     if key:  # by environment, so it is not on the command line (ps)
-        env["API_KEY" if m.engine.kind == "tgi" else "VLLM_API_KEY"] = key
+        env[p.api_key_env] = key
     return env
 
 

@@ -1,8 +1,8 @@
 """Readiness and identity, shared by every launcher.
 
 Ready means `/health` answers 200 *and* `/v1/models` lists the served name. We fail fast, with the log tail, when the
-process or container exits, and a timeout also carries the log tail. Identity: vLLM `/version` must equal the pinned
-version; TGI `/info` must report the pinned version and the model we mounted.
+process or container exits, and a timeout also carries the log tail. Identity: the profile's identity endpoint must
+report the pinned version (and, in a container, the model we mounted where the profile says the endpoint names it).
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 import httpx
 
 from harness.client import make_sync_client, wire_errors
+from harness.engines import IdentityProblem
 from harness.errors import EngineExited, IdentityMismatch, StartupTimeout, WireError
 from harness.launch.base import Engine
 
 __all__ = ["wait_ready", "verify_identity"]
 
-TGI_MODEL_ID = "/model"  # where the Docker launcher mounts the model; TGI reports it as model_id
+MODEL_MOUNT = "/model"  # where the Docker launcher mounts the model (harness.launch.docker.MODEL_MOUNT)
 
 
 def _client(engine: Engine, seconds: float) -> httpx.Client:
@@ -76,16 +77,11 @@ def _identity_doc(response: httpx.Response) -> dict[str, Any]:
 
 def verify_identity(engine: Engine) -> dict[str, Any]:
     m = engine.spec.manifest
+    p = m.profile
     with _client(engine, 10.0) as http, wire_errors(engine.base_url):
-        if m.engine.kind == "vllm":
-            reported = _identity_doc(http.get("/version")).get("version")
-            extra: dict[str, Any] = {}
-        else:
-            info = _identity_doc(http.get("/info"))
-            reported = info.get("version")
-            extra = {"model_id": info.get("model_id"), "model_sha": info.get("model_sha")}
-            if info.get("model_id") != TGI_MODEL_ID:
-                raise IdentityMismatch(f"/info model_id is {info.get('model_id')!r}, expected {TGI_MODEL_ID!r}")
-    if reported != m.engine.version:
-        raise IdentityMismatch(f"engine reports version {reported!r}, manifest pins {m.engine.version!r}")
-    return {"engine": m.engine.kind, "version": reported, **extra}
+        doc = _identity_doc(http.get(p.identity.path))
+    mount = MODEL_MOUNT if m.runtime.docker is not None else None
+    try:
+        return p.read_identity(doc, m.engine.version, model_mount=mount)
+    except IdentityProblem as exc:
+        raise IdentityMismatch(str(exc)) from None

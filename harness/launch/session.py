@@ -22,7 +22,7 @@ from harness.launch.ready import verify_identity, wait_ready
 from harness.manifest import Manifest, load_manifest
 from harness.settings import REPORTS_DIR, api_key_from_env
 
-__all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs"]
+__all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs", "runtime_pin"]
 
 
 def reports_dir() -> Path:
@@ -53,14 +53,17 @@ def prepare(
     model_dir = resolve_model(m)  # refuses on a hash mismatch, before anything starts
     _say(f"model: verified {m.model.sha256[:12]} at {model_dir}", quiet)
     port = choose_port(m.server.host, m.server.port)  # a busy port is refused before the (slow) env check
-    env_dir = None
+    env_dir = binary = None
     if m.runtime.python is not None:
         from harness.envs import ensure_env
 
         env_dir = ensure_env(m, quiet=quiet).path
+    if m.runtime.source is not None:
+        binary = m.profile.build_from_source(m.runtime.source, m.engine.version, quiet=quiet)
+        _say(f"engine: verified source build {binary}", quiet)
     spec = LaunchSpec(
         manifest=m, run_id=run_id, run_dir=run_dir, model_dir=model_dir, port=port, host=m.server.host,
-        env_dir=env_dir, extra_args=tuple(extra_args), extra_env=dict(extra_env or {}),
+        env_dir=env_dir, binary=binary, extra_args=tuple(extra_args), extra_env=dict(extra_env or {}),
     )  # fmt: skip
     if m.runtime.docker is not None:
         from harness.launch.docker import DockerEngine
@@ -129,10 +132,22 @@ def start_verified(engine: Engine, *, quiet: bool = False) -> dict:
         from harness.envs import lock_sha256
 
         identity["lock_sha256"] = lock_sha256(m.lock_path)
+    elif m.runtime.source is not None:
+        identity["source_sha256"] = m.runtime.source.sha256
+        identity["binary"] = str(engine.spec.binary)
     else:
         identity["image_digest"] = m.runtime.docker.digest
     engine.identity = identity
     return identity
+
+
+def runtime_pin(identity: dict, short: bool = False) -> str:
+    """How the runtime was pinned, for one line of output: the lock, the source archive or the image digest."""
+    for key, what in (("lock_sha256", "lock"), ("source_sha256", "source"), ("image_digest", "image")):
+        if identity.get(key):
+            value = str(identity[key])
+            return f"{what} {value[:12] if short else value}"
+    return "runtime unpinned"
 
 
 @contextlib.contextmanager

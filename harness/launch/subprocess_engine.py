@@ -1,4 +1,5 @@
-"""Subprocess launcher: the pinned engine environment's Python runs vLLM's OpenAI server on 127.0.0.1.
+"""Subprocess launcher: the engine's server on 127.0.0.1, run by the pinned environment's Python (runtime.python) or
+as the verified binary of a pinned source build (runtime.source); the argv and environment come from its profile.
 
 The engine gets its own session (process group). Two guarantees that it dies with the harness: a parent-death signal
 (SIGTERM) on the server process, and the watchdog (harness.launch.watchdog) that kills the whole group when the
@@ -15,11 +16,11 @@ import time
 
 from harness.errors import LaunchError
 from harness.launch import registry
-from harness.launch.base import VLLM_NO_TELEMETRY, Engine, LaunchSpec
+from harness.launch.base import Engine, LaunchSpec
 from harness.launch.watchdog import Watchdog
 from harness.procs import process_group, process_start_time, terminate_group
 
-__all__ = ["SubprocessEngine", "vllm_command"]
+__all__ = ["SubprocessEngine", "engine_command", "engine_environment"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -31,30 +32,39 @@ def _die_with_parent() -> None:
         pass
 
 
-def vllm_command(spec: LaunchSpec) -> list[str]:
-    """The harness's own flags come last: argparse keeps the last value given, so nothing before them can win."""
-    m = spec.manifest
+def engine_command(spec: LaunchSpec) -> list[str]:
+    """The program, the manifest's args, then the harness's own flags: a parser that keeps the last value given lets
+    nothing before them win (and harness.launch.argcheck refuses them in the manifest anyway)."""
+    p = spec.profile
+    if spec.binary is not None:
+        program = [str(spec.binary)]
+    elif spec.env_dir is not None:
+        program = [str(spec.env_dir / "bin" / "python"), *p.python_entry]
+    else:
+        raise LaunchError(f"{spec.manifest.name}: neither an environment nor a binary to run")
+    user = [*spec.manifest.server.args, *spec.extra_args]
+    model = str(p.model_path(spec.model_dir))
     return [
-        str(spec.env_dir / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
-        *m.server.args, *spec.extra_args,
-        "--model", str(spec.model_dir),
-        "--served-model-name", m.model.served_name,
-        "--host", spec.host, "--port", str(spec.port),
-    ]  # fmt: skip
+        *program,
+        *user,
+        *p.defaults_for(user),
+        *p.server_args(model, spec.manifest.model.served_name, spec.host, spec.port),
+    ]
 
 
 def engine_environment(spec: LaunchSpec) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_", "TRANSFORMERS_"))}
+    p = spec.profile
+    dropped = (*p.dropped_env_prefixes, "HF_", "TRANSFORMERS_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     env.update(spec.manifest.server.env)
     env.update(spec.extra_env)
     # The harness's own settings last, so the manifest cannot undo them.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(spec.run_dir / "hf-home")})
-    env.update(VLLM_NO_TELEMETRY)
-    # Loopback only, for vLLM's internal torch.distributed rendezvous too (see harness.envs.PLUGIN_SOURCE).
-    env.update({"VLLM_HOST_IP": spec.host, "GLOO_SOCKET_IFNAME": "lo"})
+    env.update(p.fixed_env)
+    env.update(p.extra_env(spec.host))  # loopback only, for the engine's internal addresses too
     key = spec.api_key()
     if key:
-        env["VLLM_API_KEY"] = key  # by environment, so the key never shows in argv / ps / logs
+        env[p.api_key_env] = key  # by environment, so the key never shows in argv / ps / logs
     return env
 
 
@@ -65,7 +75,7 @@ class SubprocessEngine(Engine):
         self._watchdog: Watchdog | None = None
 
     def command(self) -> list[str]:
-        return vllm_command(self.spec)
+        return engine_command(self.spec)
 
     def start(self) -> None:
         if self.proc is not None:
@@ -106,7 +116,7 @@ class SubprocessEngine(Engine):
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc is not None:
-            terminate_group(self.proc.pid, timeout)  # vLLM shuts its engine core down on SIGTERM
+            terminate_group(self.proc.pid, timeout)  # SIGTERM first: engines shut their workers down on it
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:

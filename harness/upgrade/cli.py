@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     u.add_argument("--margin", type=float, default=DEFAULT_MARGIN)
     u.add_argument("--no-conformance", action="store_true", help="skip the conformance suite (golden + metrics only)")
     u.add_argument("--force", action="store_true", help="replace an existing report in --out")
+    u.add_argument(
+        "--expect",
+        help="expectation name or file both sides are judged by (default: the old engine's, exact version then "
+        "series; `openai` = the plain reference)",
+    )
     u.set_defaults(func=cmd_upgrade)
 
 
@@ -46,6 +51,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         margin=args.margin,
         conformance=not args.no_conformance,
         force=args.force,
+        expect=args.expect,
         say=_say,
     )
     print(f"verdict: {report['verdict']['verdict']}")

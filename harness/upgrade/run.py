@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.conformance.expectations import series_name
+from harness.conformance.expectations import default_expectation, load_expectations
 from harness.errors import RefusedError
 from harness.golden.diff import check_thresholds
 from harness.golden.prompts import resolve_prompt_sets
@@ -36,6 +36,7 @@ def run_upgrade(
     margin: float,
     conformance: bool = True,
     force: bool = False,
+    expect: str | None = None,
     say: Callable[[str], None] = print,
 ) -> Report:
     t0 = time.perf_counter()
@@ -49,7 +50,10 @@ def run_upgrade(
         raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")
     # a file as --out, a directory where a report file goes, a manifest as the report: OutputError before any launch
     output_dir(out, ["upgrade.json", "upgrade.md"], force=force, inputs=[old_m.path, new_m.path], what="--out")
-    exp = series_name(old_m.engine.kind, old_m.engine.version)  # both sides judged by the old engine's expectations
+    # Both sides are judged by the old engine's expectations (what its clients rely on), chosen as `conform` chooses
+    # them: the exact version's file, then its series'; no file is a refusal before any launch, not the reference.
+    exp = expect or default_expectation(old_m.engine.kind, old_m.engine.version)
+    exp_path = load_expectations(exp).path or "(the OpenAI reference: --expect openai)"
     sides = []
     for m in (old_m, new_m):
         say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
@@ -69,6 +73,7 @@ def run_upgrade(
             "margin": margin,
             "prompt_sets": [s.name for s in sets],
             "expectations": exp,
+            "expectations_file": exp_path,
         },
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -193,14 +193,14 @@ def test_env_cannot_move_the_engine_off_loopback(tmp_path, capsys):
 
 def test_harness_flags_come_last_and_its_env_wins(tmp_path):
     from harness.launch.base import LaunchSpec
-    from harness.launch.subprocess_engine import engine_environment, vllm_command
+    from harness.launch.subprocess_engine import engine_command, engine_environment
 
     m = load_manifest(DEFAULT_MANIFEST)
     # built without validation, as a caller could: the launcher's own settings still decide
     m = m.model_copy(update={"server": m.server.model_copy(update={"env": {"VLLM_HOST_IP": "0.0.0.0"}})})
     spec = LaunchSpec(manifest=m, run_id="t", run_dir=tmp_path, model_dir=tmp_path, port=12345, env_dir=tmp_path,
                       extra_args=("--max-num-seqs", "4"))  # fmt: skip
-    cmd = vllm_command(spec)
+    cmd = engine_command(spec)
     assert cmd[-8:] == ["--model", str(tmp_path), "--served-model-name", m.model.served_name,
                         "--host", "127.0.0.1", "--port", "12345"]  # fmt: skip
     assert cmd.index("--max-num-seqs") < cmd.index("--host")

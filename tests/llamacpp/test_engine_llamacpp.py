@@ -16,8 +16,8 @@ import time
 import httpx
 import pytest
 
-from harness.source_build import LLAMA_CPP_SOURCE, ensure_llama_server
-from harness.tinygguf import GGUF_FILENAME, build_reference_gguf
+from harness.engines.gguf import GGUF_FILENAME, build_reference_gguf
+from harness.engines.llamacpp_build import LLAMA_CPP_SOURCE, ensure_llama_server
 
 API_KEY = "test-llamacpp-key"
 

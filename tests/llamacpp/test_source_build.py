@@ -1,4 +1,4 @@
-"""harness.source_build on a fake llama.cpp archive: pinned sha256, safe extraction, target-only build, marker, reuse."""
+"""harness.engines.llamacpp_build on a fake llama.cpp archive: pinned sha256, safe extraction, target-only build, marker, reuse."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import source_build as sb
+from harness.engines import llamacpp_build as sb
 from harness.errors import InstallError
 
 FAKE_CMAKE = """cmake_minimum_required(VERSION 3.14)
@@ -113,13 +113,13 @@ def test_build_verify_reuse_and_tamper(fake):
     lines: list[str] = []
     binary = sb.ensure_llama_server(sha, archive=archive, pin=pin, home=home, jobs=2, progress=lines.append)
     out = subprocess.run([binary], capture_output=True, text=True).stdout
-    assert out == f"fake server {sb.LLAMA_CPP_SOURCE.commit}\n"  # the flags pin the real commit
+    assert out == f"fake server {pin.commit}\n"  # the build flags carry the pinned commit (the identity /props reports)
     assert any(line.startswith("[") and "%]" in line for line in lines), lines  # progress lines shown
     d = binary.parent.parent
     assert d.parent == home / "builds" and len(d.name) == 64
     assert sorted(p.name for p in d.iterdir()) == ["bin", "build.log", "marker.json"]  # no sources, no objects
     marker = json.loads((d / "marker.json").read_text())
-    assert marker["inputs"] == sb.build_key_inputs(sha) and marker["key"] == d.name
+    assert marker["inputs"] == sb.build_key_inputs(sha, pin.commit) and marker["key"] == d.name
     assert marker["binary_sha256"] == hashlib.sha256(binary.read_bytes()).hexdigest()
     assert not [p for p in (home / "builds").iterdir() if p.name.endswith(".tmp") or p.name.endswith(".log")]
 
@@ -162,7 +162,7 @@ def test_build_failure_is_one_line_and_keeps_the_log(tmp_path):
 
 def test_concurrent_caller_waits_for_the_lock(fake):
     archive, sha, pin, home = fake
-    key = sb.build_key(sb.build_key_inputs(sha))
+    key = sb.build_key(sb.build_key_inputs(sha, pin.commit))
     (home / "builds").mkdir(parents=True)
     lines: list[str] = []
     result: list = []

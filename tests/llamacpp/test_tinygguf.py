@@ -8,8 +8,8 @@ import gguf  # a declared dependency: an import error fails, never skips
 import numpy as np
 import pytest
 
+from harness.engines.gguf import GGUF_FILENAME, GGUF_MODEL_NAME, MERGES, _permute, build_reference_gguf, gguf_tensors
 from harness.errors import RefusedError
-from harness.tinygguf import GGUF_FILENAME, GGUF_MODEL_NAME, MERGES, _permute, build_reference_gguf, gguf_tensors
 from harness.tinymodel import CHAT_TEMPLATE, REFERENCE_MODEL_SPEC, SPECIAL_TOKENS, bytes_to_unicode, reference_weights
 
 # tree_hash of the directory holding model.gguf (pin this in the llama.cpp manifest)

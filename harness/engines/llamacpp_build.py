@@ -60,6 +60,7 @@ __all__ = [
     "safe_extract",
     "verify_build",
     "ensure_llama_server",
+    "cmake_flags",
 ]
 
 
@@ -86,6 +87,7 @@ TARGET = "llama-server"
 MARKER = "marker.json"
 MARKER_FORMAT = 1
 
+
 # Why each flag:
 # - Release, static libraries: one self-contained binary whose sha256 covers libllama and libggml too (no RPATH into a
 #   deleted build tree).
@@ -100,23 +102,27 @@ MARKER_FORMAT = 1
 #   without these `--version` would report build 1; 0 says "not an upstream release build", the commit identifies it.
 # - GGML_CCACHE=OFF: a ccache on the host must not feed the build.
 # - tests, examples, the unified app off: only what llama-server needs is configured.
-CMAKE_FLAGS: tuple[str, ...] = (
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=OFF",
-    "-DGGML_CCACHE=OFF",
-    "-DLLAMA_CURL=OFF",
-    "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_BUILD_UI=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    "-DLLAMA_BUILD_APP=OFF",
-    "-DLLAMA_BUILD_TOOLS=ON",
-    "-DLLAMA_BUILD_SERVER=ON",
-    f"-DLLAMA_BUILD_COMMIT={LLAMA_CPP_SOURCE.commit}",
-    "-DLLAMA_BUILD_NUMBER=0",
-)
+def cmake_flags(commit: str) -> tuple[str, ...]:
+    return (
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_CCACHE=OFF",
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_OPENSSL=OFF",
+        "-DLLAMA_BUILD_UI=OFF",
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_BUILD_APP=OFF",
+        "-DLLAMA_BUILD_TOOLS=ON",
+        "-DLLAMA_BUILD_SERVER=ON",
+        f"-DLLAMA_BUILD_COMMIT={commit}",
+        "-DLLAMA_BUILD_NUMBER=0",
+    )
+
+
+CMAKE_FLAGS: tuple[str, ...] = cmake_flags(LLAMA_CPP_SOURCE.commit)
 
 # x86-64 instruction sets the GGML_NATIVE=OFF baseline compiles in (names as in /proc/cpuinfo)
 _X86_BASELINE = ("sse4_2", "avx", "avx2", "bmi2", "fma", "f16c")
@@ -147,7 +153,7 @@ def _compilers() -> tuple[str, str, str]:
     return cc, cxx, cmake  # type: ignore[return-value]
 
 
-def build_key_inputs(archive_sha256: str) -> dict:
+def build_key_inputs(archive_sha256: str, commit: str = LLAMA_CPP_SOURCE.commit) -> dict:
     """Everything the binary depends on that may differ between machines or calls."""
     cc, cxx, cmake = _compilers()
     return {
@@ -160,7 +166,7 @@ def build_key_inputs(archive_sha256: str) -> dict:
         },
         "cmake": _tool_version(cmake, "--version"),
         "machine": platform.machine(),
-        "flags": list(CMAKE_FLAGS),
+        "flags": list(cmake_flags(commit)),
         "target": TARGET,
         "format": MARKER_FORMAT,
     }
@@ -338,9 +344,9 @@ def _build_into(
             "Unix Makefiles",
             f"-DCMAKE_C_COMPILER={cc}",
             f"-DCMAKE_CXX_COMPILER={cxx}",
-            *CMAKE_FLAGS,
+            *inputs["flags"],
         ]
-        progress(f"configuring ({' '.join(CMAKE_FLAGS)})")
+        progress(f"configuring ({' '.join(inputs['flags'])})")
         _run_logged(configure, log, env, progress, lambda s: s.startswith("CMake Error"), "cmake configure")
         progress(f"building {TARGET} with -j{jobs} (a few minutes on 2 cores)")
         compile_cmd = ["cmake", "--build", str(build), "--target", TARGET, f"-j{jobs}"]
@@ -406,7 +412,7 @@ def ensure_llama_server(
         and all(c in "0123456789abcdef" for c in archive_sha256)
     ):
         raise InstallError(f"archive sha256 must be 64 lowercase hex digits, got {archive_sha256!r}")
-    inputs = build_key_inputs(archive_sha256)
+    inputs = build_key_inputs(archive_sha256, pin.commit)
     key = build_key(inputs)
     final = build_dir(key, home)
     final.parent.mkdir(parents=True, exist_ok=True)

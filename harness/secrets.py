@@ -8,28 +8,14 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-__all__ = ["HARMLESS_ENV", "shown_env_value", "redact_env"]
+from harness.engines import harmless_env
 
-# Variables whose values are configuration, not credentials. Anything else is hashed.
-HARMLESS_ENV = frozenset(
-    {
-        "PYTHONHASHSEED",
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "CUDA_VISIBLE_DEVICES",
-        "VLLM_CPU_KVCACHE_SPACE",
-        "VLLM_CPU_OMP_THREADS_BIND",
-        "VLLM_CPU_NUM_OF_RESERVED_CPU",
-        "VLLM_LOGGING_LEVEL",
-        "VLLM_ENABLE_V1_MULTIPROCESSING",
-        "VLLM_USE_V1",
-        "LLAMA_ARG_THREADS",
-        "MAX_BATCH_PREFILL_TOKENS",
-        "MAX_INPUT_TOKENS",
-        "MAX_TOTAL_TOKENS",
-        "LOG_LEVEL",
-    }
-)
+__all__ = ["GENERIC_HARMLESS_ENV", "HARMLESS_ENV", "shown_env_value", "redact_env"]
+
+# Variables whose values are configuration, not credentials: these generic ones, and every engine profile's
+# `harmless_env` (harness.engines). Anything else is hashed.
+GENERIC_HARMLESS_ENV = frozenset({"PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES"})
+HARMLESS_ENV = GENERIC_HARMLESS_ENV | harmless_env()
 # A name like these is a secret even if someone adds it to the list above by mistake.
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CRED|COOKIE|SESSION", re.IGNORECASE)
 

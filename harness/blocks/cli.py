@@ -8,6 +8,7 @@ import sys
 
 from harness.blocks import limits as L
 from harness.blocks.limits import int_in
+from harness.engines import DEFAULT_KIND, kinds
 from harness.errors import UsageError
 
 __all__ = ["register"]
@@ -77,7 +78,13 @@ def _simulate(args) -> int:
 
 def _crosscheck(args) -> int:
     from harness.blocks import live
+    from harness.net import loopback_url
 
+    loopback_url(args.url, what="--url")  # the one loopback rule first, as for every check
+    why = live.does_not_apply(args.engine, args.check or None)
+    if why:  # one line, exit 2: nothing was sent, there is nothing to compare on this engine
+        print(f"harness: blocks crosscheck {why}", file=sys.stderr)
+        return 2
     verdicts = live.crosscheck(
         args.url,
         args.model,
@@ -85,6 +92,7 @@ def _crosscheck(args) -> int:
         dtype=args.dtype,
         kv_bytes=args.kv_bytes,
         checks=args.check or None,
+        engine=args.engine,
     )
     _emit([v.to_dict() for v in verdicts])
     ran = [v for v in verdicts if v.agree is not None]
@@ -157,8 +165,21 @@ def register(sub) -> None:
     s.add_argument("--timeline", action="store_true", help="include the per-step timeline")
     s.set_defaults(func=_simulate)
 
-    x = bsub.add_parser("crosscheck", help="compare predictions with a running vLLM 0.11.0 (127.0.0.1 only)")
+    x = bsub.add_parser(
+        "crosscheck",
+        help="compare predictions with a running engine (127.0.0.1 only)",
+        description="Compare the block model's predictions with a running engine's /metrics, read with its engine "
+        "profile's series (harness/engines/). Exit codes: 0 every check that ran agrees; 1 a check disagrees or none "
+        "could run; 2 bad input, or the checks do not apply to --engine (its profile exports no block configuration "
+        "or KV usage gauge: one line says why, nothing is sent).",
+    )
     x.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    x.add_argument(
+        "--engine",
+        choices=kinds(),
+        default=DEFAULT_KIND,
+        help="the engine kind behind --url, whose profile names the series (default: %(default)s)",
+    )
     x.add_argument("--model", required=True, help="the engine's model directory")
     x.add_argument("--served-name", help="served model name (default: first of /v1/models)")
     x.add_argument("--dtype", default="auto", help="the --dtype the engine was started with")
@@ -166,7 +187,7 @@ def register(sub) -> None:
     x.add_argument(
         "--check",
         action="append",
-        choices=["num_blocks", "usage", "prefix_hits", "preemptions"],
+        choices=["num_blocks", "usage", "prefix_hits", "preemptions"],  # live.CHECKS (the CLI imports it lazily)
         help="subset (repeatable)",
     )
     x.set_defaults(func=_crosscheck)

@@ -1,17 +1,22 @@
-"""Cross-check the block model against a running vLLM 0.11.0 engine (loopback only).
+"""Cross-check the block model against a running engine (loopback only).
+
+The block model is a reference model of vLLM 0.11.0's allocator; the series it is checked against are the ones the
+engine's profile names (harness.engines: `profile.metrics`). An engine whose profile has no block configuration
+(`cache_config`) or KV usage gauge keeps its KV cache some other way: the checks do not apply to it, and say why
+(`profile.notes["blocks"]`) without sending anything (see `does_not_apply`).
 
 Each check returns a :class:`Verdict` (agree / disagree with predicted, measured and an explanation, or
 ``agree=None`` when it could not be run); disagreement is never an exception. The network I/O is here;
 every prediction comes from the pure modules (capacity, prefix, simulate).
 
-Checks:
-* ``num_blocks``  : planner vs ``vllm:cache_config_info{num_gpu_blocks}``.
-* ``usage``       : one long completion stream; ``vllm:kv_cache_usage_perc`` * (num_gpu_blocks - 1) vs the
-                    blocks the request must hold (cdiv(prompt + generated so far, block_size)).
-* ``prefix_hits`` : sequential requests sharing a prefix; delta of ``vllm:prefix_cache_hits_total`` vs the
-                    KV cache manager's predicted hits.
+Checks (the profile's series in brackets):
+* ``num_blocks``  : planner vs [cache_config]{num_gpu_blocks}.
+* ``usage``       : one long completion stream; [kv_usage] * (num_gpu_blocks - 1) vs the blocks the request must
+                    hold (cdiv(prompt + generated so far, block_size)).
+* ``prefix_hits`` : sequential requests sharing a prefix; delta of [prefix_hits] vs the KV cache manager's
+                    predicted hits.
 * ``preemptions`` : concurrent requests on a deliberately small cache (``--num-gpu-blocks-override``);
-                    delta of ``vllm:num_preemptions_total`` vs the simulator.
+                    delta of [preemptions] vs the simulator.
 """
 
 from __future__ import annotations
@@ -31,13 +36,16 @@ from harness.blocks.scenario import EngineSettings, Lengths, SimScenario
 from harness.blocks.simulate import run as simulate
 from harness.client import Timeouts, make_sync_client
 from harness.client.sse import DATA, SSEParser
+from harness.engines import DEFAULT_KIND, EngineProfile, MetricNames, profile_for
 from harness.errors import DataError, HarnessError
 from harness.metrics import Exposition, parse_exposition
 from harness.net import loopback_url
 from harness.readers import parse_json
 
 __all__ = [
+    "CHECKS",
     "Verdict",
+    "does_not_apply",
     "scrape",
     "cache_config",
     "check_num_blocks",
@@ -60,6 +68,45 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# check -> the MetricNames fields it reads
+CHECKS: dict[str, tuple[str, ...]] = {
+    "num_blocks": ("cache_config",),
+    "usage": ("cache_config", "kv_usage", "running", "waiting"),
+    "prefix_hits": ("cache_config", "prefix_hits", "prefix_queries"),
+    "preemptions": ("cache_config", "preemptions"),
+}
+
+
+def _profile(engine: EngineProfile | str | None) -> EngineProfile:
+    return engine if isinstance(engine, EngineProfile) else profile_for(engine or DEFAULT_KIND)
+
+
+def _names(engine: EngineProfile | str | None) -> MetricNames:
+    return _profile(engine).metrics
+
+
+def _missing(profile: EngineProfile, check: str) -> list[str]:
+    return [f for f in CHECKS[check] if getattr(profile.metrics, f) is None]
+
+
+def _why_not(profile: EngineProfile, check: str) -> str | None:
+    """Why `check` does not apply to this engine (None: it does)."""
+    missing = _missing(profile, check)
+    if not missing:
+        return None
+    why = profile.notes.get("blocks") or profile.notes.get(missing[0])
+    return why or f"the {profile.title} profile names no {' / '.join(missing)} series"
+
+
+def does_not_apply(engine: EngineProfile | str | None, checks: Sequence[str] | None = None) -> str | None:
+    """Why none of `checks` (default: all) apply to this engine, in one line; None when at least one does."""
+    profile = _profile(engine)
+    whys = [_why_not(profile, c) for c in (checks or CHECKS)]
+    if all(whys):
+        return f"does not apply to {profile.title}: {whys[0]}"
+    return None
 
 
 MAX_BODY_BYTES = 16 << 20  # /metrics of one engine is tens of KB; a completion of a few hundred tokens less
@@ -93,20 +140,38 @@ def scrape(client: httpx.Client, base_url: str) -> Exposition:
     return parse_exposition(_fetch(client, "GET", f"{base_url}/metrics").decode("utf-8", "replace"))
 
 
-def cache_config(m: Exposition) -> dict:
-    return m.labels("vllm:cache_config_info")
+def cache_config(m: Exposition, engine: EngineProfile | str | None = None) -> dict:
+    """The labels of the profile's block-configuration info gauge ({} when it has none or the scrape lacks it)."""
+    name = _names(engine).cache_config
+    return m.labels(name) if name else {}
 
 
 def _opt_int(text: str | None) -> int | None:
     return None if text in (None, "", "None") else int(float(text))
 
 
+def _not_applicable(check: str, engine: EngineProfile | str | None) -> Verdict | None:
+    profile = _profile(engine)
+    why = _why_not(profile, check)
+    return Verdict(check, None, explanation=f"does not apply to {profile.title}: {why}") if why else None
+
+
 def check_num_blocks(
-    client: httpx.Client, base_url: str, model_dir, *, dtype: str = "auto", kv_bytes: int | None = None
+    client: httpx.Client,
+    base_url: str,
+    model_dir,
+    *,
+    dtype: str = "auto",
+    kv_bytes: int | None = None,
+    engine: EngineProfile | str | None = None,
 ) -> Verdict:
-    cc = cache_config(scrape(client, base_url))
+    if (na := _not_applicable("num_blocks", engine)) is not None:
+        return na
+    cc = cache_config(scrape(client, base_url), engine)
     if not cc:
-        return Verdict("num_blocks", None, explanation="no vllm:cache_config_info (started with --disable-log-stats?)")
+        return Verdict(
+            "num_blocks", None, explanation=f"no {_names(engine).cache_config} (started with --disable-log-stats?)"
+        )
     measured = _opt_int(cc.get("num_gpu_blocks"))
     block_size = _opt_int(cc.get("block_size"))
     space = kv_bytes if kv_bytes is not None else _opt_int(cc.get("cpu_kvcache_space_bytes"))
@@ -182,13 +247,18 @@ def check_usage_single_stream(
     seed: int | None = None,
     poll_s: float = 0.01,
     attempts: int = 5,
+    engine: EngineProfile | str | None = None,
 ) -> Verdict:
+    if (na := _not_applicable("usage", engine)) is not None:
+        return na
+    names = _names(engine)
+    gauge, running, waiting = str(names.kv_usage), str(names.running), str(names.waiting)  # all set: checked above
     m0 = scrape(client, base_url)
-    cc = cache_config(m0)
+    cc = cache_config(m0, engine)
     n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
     if not n_blocks or not bs:
-        return Verdict("usage", None, explanation="no num_gpu_blocks/block_size in vllm:cache_config_info")
-    if (m0.value("vllm:num_requests_running") or 0) or (m0.value("vllm:num_requests_waiting") or 0):
+        return Verdict("usage", None, explanation=f"no num_gpu_blocks/block_size in {names.cache_config}")
+    if (m0.value(running) or 0) or (m0.value(waiting) or 0):
         return Verdict("usage", None, explanation="engine is busy; the check needs it idle")
     model, mml = _served_name(client, base_url, served_name)
     if mml:
@@ -204,7 +274,7 @@ def check_usage_single_stream(
     tries: list[dict] = []
     for _ in range(max(1, attempts)):
         samples, after = _usage_trace(
-            client, base_url, model, _tokens(rng, prompt_tokens), max_tokens, n_blocks - 1, poll_s
+            client, base_url, model, _tokens(rng, prompt_tokens), max_tokens, n_blocks - 1, poll_s, gauge
         )
         seen = sorted({b for _, b in samples if b})
         top = seen[-1] if seen else 0
@@ -251,9 +321,16 @@ def check_usage_single_stream(
 
 
 def _usage_trace(
-    client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int, denom: int, poll_s: float
+    client: httpx.Client,
+    base_url: str,
+    model: str,
+    prompt: list[int],
+    max_tokens: int,
+    denom: int,
+    poll_s: float,
+    gauge: str,
 ) -> tuple[list[tuple[int, int]], int]:
-    """Stream one completion while a second connection polls the usage gauge.
+    """Stream one completion while a second connection polls the usage gauge (`gauge`, the profile's kv_usage).
 
     Returns the samples as (chunks received so far, used blocks) and the used blocks after it finished."""
     samples: list[tuple[int, int]] = []
@@ -263,7 +340,7 @@ def _usage_trace(
     def poll():
         with make_sync_client(timeout=SIDE_TIMEOUTS) as c:
             while not done.is_set():
-                u = scrape(c, base_url).value("vllm:kv_cache_usage_perc") or 0.0
+                u = scrape(c, base_url).value(gauge) or 0.0
                 samples.append((received[0], round(u * denom)))
                 time.sleep(poll_s)
 
@@ -294,7 +371,7 @@ def _usage_trace(
         done.set()
         t.join()
     time.sleep(0.3)
-    after = round((scrape(client, base_url).value("vllm:kv_cache_usage_perc") or 0.0) * denom)
+    after = round((scrape(client, base_url).value(gauge) or 0.0) * denom)
     return samples, after
 
 
@@ -334,9 +411,14 @@ def check_prefix_hits(
     requests: int = 4,
     max_tokens: int = 4,
     seed: int | None = None,
+    engine: EngineProfile | str | None = None,
 ) -> Verdict:
+    if (na := _not_applicable("prefix_hits", engine)) is not None:
+        return na
+    names = _names(engine)
+    hits_name, queries_name = str(names.prefix_hits), str(names.prefix_queries)  # both set: checked above
     m0 = scrape(client, base_url)
-    cc = cache_config(m0)
+    cc = cache_config(m0, engine)
     bs = _opt_int(cc.get("block_size"))
     if cc.get("enable_prefix_caching") not in ("True", "true"):
         return Verdict("prefix_hits", None, explanation=f"prefix caching is off ({cc.get('enable_prefix_caching')})")
@@ -345,12 +427,12 @@ def check_prefix_hits(
     shared = _tokens(rng, shared_tokens)
     prompts = [shared + _tokens(rng, suffix_tokens) for _ in range(requests)]
     predicted = predict_prefix_hits(prompts, max_tokens, bs)
-    h0 = m0.value("vllm:prefix_cache_hits_total") or 0.0
-    q0 = m0.value("vllm:prefix_cache_queries_total") or 0.0
+    h0 = m0.value(hits_name) or 0.0
+    q0 = m0.value(queries_name) or 0.0
     for p in prompts:
         _complete(client, base_url, model, p, max_tokens)
-    q1 = _settled(client, base_url, "vllm:prefix_cache_queries_total", q0 + sum(map(len, prompts)))
-    h1 = _settled(client, base_url, "vllm:prefix_cache_hits_total", h0 + sum(predicted))
+    q1 = _settled(client, base_url, queries_name, q0 + sum(map(len, prompts)))
+    h1 = _settled(client, base_url, hits_name, h0 + sum(predicted))
     hits, queries = int(h1 - h0), int(q1 - q0)
     agree = hits == sum(predicted)
     why = (
@@ -377,9 +459,13 @@ def check_preemptions(
     max_num_seqs: int = 128,
     max_num_batched_tokens: int = 2048,
     seed: int | None = None,
+    engine: EngineProfile | str | None = None,
 ) -> Verdict:
+    if (na := _not_applicable("preemptions", engine)) is not None:
+        return na
+    counter = str(_names(engine).preemptions)  # set: checked above
     m0 = scrape(client, base_url)
-    cc = cache_config(m0)
+    cc = cache_config(m0, engine)
     n_blocks, bs = _opt_int(cc.get("num_gpu_blocks")), _opt_int(cc.get("block_size"))
     if not cc.get("num_gpu_blocks_override") or cc.get("num_gpu_blocks_override") == "None":
         return Verdict("preemptions", None, explanation="start the engine with a small --num-gpu-blocks-override")
@@ -403,7 +489,7 @@ def check_preemptions(
     rng = random.Random(seed if seed is not None else time.time_ns())
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
     _complete(client, base_url, model, _tokens(rng, 8), 1)  # warm-up: the first request of a cold engine is slow
-    p0 = _settled(client, base_url, "vllm:num_preemptions_total")
+    p0 = _settled(client, base_url, counter)
     clients = [make_sync_client(timeout=SIDE_TIMEOUTS) for _ in prompts]
     gate = threading.Barrier(requests)
 
@@ -418,7 +504,7 @@ def check_preemptions(
     finally:
         for c in clients:
             c.close()
-    p1 = _settled(client, base_url, "vllm:num_preemptions_total", p0 + sim.preemptions)
+    p1 = _settled(client, base_url, counter, p0 + sim.preemptions)
     measured = int(p1 - p0)
     agree = measured == sim.preemptions
     why = (
@@ -451,23 +537,29 @@ def crosscheck(
     dtype: str = "auto",
     kv_bytes: str | int | None = None,
     checks: Sequence[str] | None = None,
+    engine: EngineProfile | str | None = None,
 ) -> list[Verdict]:
+    """The wanted checks against the engine at base_url, read with `engine`'s profile (DEFAULT_KIND when None). A check
+    that does not apply to that engine is a verdict saying why (agree=None), decided before any request."""
     base_url = loopback_url(base_url, what="--url")  # the one loopback rule, on the parsed address, before any socket
+    profile = _profile(engine)
+    wanted = list(checks or CHECKS)
+    if does_not_apply(profile, wanted):  # nothing to send, and the model directory is not read
+        return [v for name in wanted if (v := _not_applicable(name, profile)) is not None]
     kvb = cap_mod.parse_bytes(kv_bytes) if isinstance(kv_bytes, str) else kv_bytes
     cap_mod.load_shape(model_dir)  # a bad --model is the user's error (exit 2), found before any request
-    wanted = list(checks or ("num_blocks", "usage", "prefix_hits", "preemptions"))
     out: list[Verdict] = []
     with make_sync_client(timeout=30.0) as client:
         for name in wanted:
             try:
                 if name == "num_blocks":
-                    out.append(check_num_blocks(client, base_url, model_dir, dtype=dtype, kv_bytes=kvb))
+                    out.append(check_num_blocks(client, base_url, model_dir, dtype=dtype, kv_bytes=kvb, engine=profile))
                 elif name == "usage":
-                    out.append(check_usage_single_stream(client, base_url, served_name=served_name))
+                    out.append(check_usage_single_stream(client, base_url, served_name=served_name, engine=profile))
                 elif name == "prefix_hits":
-                    out.append(check_prefix_hits(client, base_url, served_name=served_name))
+                    out.append(check_prefix_hits(client, base_url, served_name=served_name, engine=profile))
                 elif name == "preemptions":
-                    out.append(check_preemptions(client, base_url, served_name=served_name))
+                    out.append(check_preemptions(client, base_url, served_name=served_name, engine=profile))
             except httpx.HTTPError as exc:
                 out.append(Verdict(name, None, explanation=f"could not run: {type(exc).__name__}: {exc}"))
             except (HarnessError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:

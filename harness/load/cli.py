@@ -2,12 +2,16 @@
 
 Exit codes: 0 every SLO met, no abort, at least one ok request and no failed request beyond what the scenario
 tolerates; 1 otherwise; 2 bad input / refused (checked before anything is sent or written).
+
+The server cross-check reads the series of the engine's profile (harness/engines/): a launched manifest's engine kind,
+or `--engine KIND` with `--url` (default: the default profile, and the report says so).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.engines import DEFAULT_KIND, kinds, profile_for
 from harness.errors import DataError, UsageError
 from harness.settings import api_key_from_env
 
@@ -34,12 +38,23 @@ def register(sub) -> None:
     )
     p.add_argument("--model", help="model name to request (default: scenario, launched engine, or /v1/models)")
     p.add_argument("--api-key-env", help="environment variable holding the API key for --url")
+    p.add_argument(
+        "--engine",
+        choices=kinds(),
+        help=f"the engine kind behind --url: whose /metrics series are kept and cross-checked (default: "
+        f"{DEFAULT_KIND}'s profile, said so in the report; with a MANIFEST its engine kind is used)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.set_defaults(func=cmd_load)
     r = sub.add_parser(
         "report", help="re-render summary.json, summary.md and report.html from a load run's events.jsonl"
     )
     r.add_argument("dir", help="a load output directory")
+    r.add_argument(
+        "--engine",
+        choices=kinds(),
+        help="cross-check the scrapes with this engine kind's profile (default: the kind the run recorded)",
+    )
     r.set_defaults(func=cmd_report)
 
 
@@ -59,6 +74,15 @@ def _print_verdict(s: dict, out: Path) -> int:
         if not c["ok"]:
             what = "failed" if c.get("kind") == "run" else "SLO failed"
             print(f"{what}: {c['name']} = {c['value']} (limit {c.get('direction', '<=')} {c['limit']})")
+    missing = s["server"].get("not_available") or {}
+    if missing:
+        from harness.load.crosscheck import CHECKS
+
+        eng = s["server"].get("engine") or {}
+        print(
+            f"server cross-check ({eng.get('title', '?')} profile): not available: "
+            f"{', '.join(CHECKS[k][0] if k in CHECKS else k for k in missing)} (see summary.md)"
+        )
     for f in s["server"].get("flags", []):
         print(f"server cross-check: {f}")
     for w in s["client"]["warnings"]:
@@ -79,6 +103,7 @@ def cmd_load(args) -> int:
     from harness.load.scenario import load_scenario
     from harness.outputs import output_dir
 
+    engine = getattr(args, "engine", None)
     if args.url:
         if len(args.args) != 1:
             raise UsageError("with --url give only SCENARIO (no MANIFEST)")
@@ -95,20 +120,34 @@ def cmd_load(args) -> int:
         from harness.manifest import load_manifest
 
         manifest = load_manifest(manifest_path)
+        if engine and engine != manifest.engine.kind:
+            raise UsageError(
+                f"--engine {engine}: the manifest runs {profile_for(manifest.engine.kind).title} "
+                f"({manifest.engine.kind}); --engine names the engine behind --url"
+            )
     # Before any work (a launch, a request): never over an input, never over an earlier result without --force.
     out = output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[scenario_path, manifest_path])
     progress = False if args.no_progress else None
     if manifest is None:
-        target = Target(url, model=args.model, api_key=key, allow_remote=args.allow_remote)
+        target = Target(
+            url,
+            model=args.model,
+            api_key=key,
+            allow_remote=args.allow_remote,
+            engine=engine,
+            engine_source="--engine" if engine else None,
+        )
         run_scenario(sc, target, out, progress=progress, force=args.force)
     else:
         from harness.launch.session import launch
 
-        with launch(manifest, run_dir=out) as engine:
+        with launch(manifest, run_dir=out) as running:
             target = Target(
-                engine.base_url,
-                model=args.model or getattr(engine, "served_name", None),
-                api_key=getattr(engine, "api_key", None),
+                running.base_url,
+                model=args.model or getattr(running, "served_name", None),
+                api_key=getattr(running, "api_key", None),
+                engine=manifest.engine.kind,
+                engine_source="manifest",
             )
             run_scenario(sc, target, out, progress=progress, force=args.force)
     s = write_reports(out)
@@ -123,5 +162,5 @@ def cmd_report(args) -> int:
         raise DataError(
             f"{out}: {'not a directory' if out.exists() else 'no such directory'}; give a load output directory"
         )
-    s = write_reports(out)
+    s = write_reports(out, getattr(args, "engine", None))
     return _print_verdict(s, out)

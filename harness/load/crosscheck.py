@@ -1,23 +1,46 @@
 """Server cross-check and client self-check, as pure functions over the scrapes and requests in events.jsonl.
 
-Server side (vLLM 0.11.0 names; TGI names are used when present): the client's token totals against
-`vllm:generation_tokens_total` / `vllm:prompt_tokens_total` deltas and against `usage`; the client's first-token times
-against the `vllm:time_to_first_token_seconds` histogram delta, compared bucket by bucket; preemptions and queueing.
-Every disagreement becomes a flag with the numbers that show it.
+Server side, with the series the engine's profile names (harness.engines: `profile.metrics`): the client's token totals
+against the engine's generation / prompt token counter deltas and against `usage`; the client's first-token times
+against the engine's time-to-first-token histogram delta, compared bucket by bucket; finished requests, preemptions and
+queueing. Every disagreement becomes a flag with the numbers that show it. A check whose series the profile does not
+have is reported under `not_available` as "not available on <engine>: <why>" (the profile's notes): never skipped in
+silence, never passed.
 """
 
 from __future__ import annotations
 
 import math
 
+from harness.engines import DEFAULT_KIND, PROFILES, EngineProfile, MetricNames, profile_for
 from harness.errors import DataError
 from harness.load.metrics import CHOICE_KINDS, OUTPUT_KINDS, percentile
 from harness.metrics import Exposition, keep_series, parse_exposition
 
-__all__ = ["client_selfcheck", "histogram", "server_crosscheck", "timeline"]
+__all__ = ["client_selfcheck", "histogram", "server_crosscheck", "timeline", "CHECKS", "not_available"]
+
+# what each server check reads: check -> (what the report calls it, the MetricNames fields it needs)
+CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "output_tokens": ("output tokens", ("generation_tokens",)),
+    "prompt_tokens": ("prompt tokens", ("prompt_tokens",)),
+    "requests": ("finished requests", ("request_success",)),
+    "ttft": ("TTFT histogram", ("ttft",)),
+    "preemptions": ("preemptions", ("preemptions",)),
+    "queue_time": ("queue time", ("queue_time",)),
+    "waiting": ("requests waiting", ("waiting",)),
+}
 
 
-TIMELINE_GAUGES = ("vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting")
+def _profile(engine: EngineProfile | str | None) -> EngineProfile:
+    if isinstance(engine, EngineProfile):
+        return engine
+    return profile_for(engine or DEFAULT_KIND)
+
+
+def not_available(profile: EngineProfile, field: str) -> str:
+    """The line for a series the profile has none of: "not available on <engine>: <why>" (why: the notes)."""
+    why = profile.notes.get(field) or f"the {profile.title} profile names no such series"
+    return f"not available on {profile.title}: {why}"
 
 
 def _exposition(scrape: dict, only: tuple[str, ...] = ()) -> Exposition | None:
@@ -67,11 +90,36 @@ def _delta(before: Exposition, after: Exposition, name: str) -> float | None:
     return None if a is None or b is None else b - a
 
 
-def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
-    """`requests` = every request record (warm-up included: the server saw those too)."""
+def _foreign_prefixes(profile: EngineProfile, scrapes: list[dict]) -> list[str]:
+    """Other engines' metric prefixes seen in the scrapes, when none of this profile's series are there."""
+    texts = [s["text"] for s in scrapes if s.get("text")]
+    if not texts or any(profile.metrics.prefix in t for t in texts):
+        return []
+    return [p.kind for p in PROFILES.values() if p.kind != profile.kind and any(p.metrics.prefix in t for t in texts)]
+
+
+def server_crosscheck(
+    requests: list[dict], scrapes: list[dict], engine: EngineProfile | str | None = None, *, source: str = "default"
+) -> dict:
+    """`requests` = every request record (warm-up included: the server saw those too). `engine`: the profile (or
+    kind) whose series are read, DEFAULT_KIND when None; `source` says where that choice came from (for the report)."""
+    profile = _profile(engine)
+    names: MetricNames = profile.metrics
+    res: dict = {
+        "available": False,
+        "engine": {"kind": profile.kind, "title": profile.title, "source": source},
+        "flags": [],
+        "notes": [],
+        "not_available": {
+            check: f"{label}: {not_available(profile, f)}"
+            for check, (label, fields) in CHECKS.items()
+            for f in fields
+            if getattr(names, f) is None
+        },
+    }
     before = next((s for s in scrapes if s.get("phase") == "before" and s.get("text") is not None), None)
     after = next((s for s in reversed(scrapes) if s.get("phase") == "after" and s.get("text") is not None), None)
-    res: dict = {"available": bool(before and after), "flags": [], "notes": []}
+    res["available"] = bool(before and after)
     if before and not after:
         after = next((s for s in reversed(scrapes) if s.get("phase") == "during" and s.get("text")), None)
         if after:
@@ -93,15 +141,36 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
             "server cross-check skipped"
         )
         return res
+    foreign = _foreign_prefixes(profile, [before, after])
+    if foreign:
+        flags.append(
+            f"the scrapes hold no {names.prefix} series but those of {', '.join(foreign)}: judged with the "
+            f"{profile.title} profile ({source}); re-render with `harness report DIR --engine {foreign[0]}`"
+        )
+
+    def delta(name: str | None, what: str) -> float | None:
+        """The counter's change over the run; None (with a note) when the profile names it but a scrape lacks it."""
+        if name is None:
+            return None
+        d = _delta(sb, sa, name)
+        if d is None:
+            notes.append(f"{name} is not in the scrapes before and after the run: {what} not compared")
+        return d
 
     usage_out = sum((r.get("usage") or {}).get("completion_tokens", 0) or 0 for r in requests)
     usage_in = sum((r.get("usage") or {}).get("prompt_tokens", 0) or 0 for r in requests)
     chunks_out = sum(sum(1 for c in (r.get("ev_k") or "") if c in OUTPUT_KINDS) for r in requests)
     no_usage = [r["id"] for r in requests if not r.get("usage") and r.get("sent_ns") is not None]
-    srv_out = _delta(sb, sa, "vllm:generation_tokens_total")
-    srv_in = _delta(sb, sa, "vllm:prompt_tokens_total")
-    if srv_out is None:
-        srv_out = _delta(sb, sa, "tgi_request_generated_tokens_sum")
+    srv_out = delta(names.generation_tokens, "output tokens")
+    srv_in = delta(names.prompt_tokens, "prompt tokens")
+    if srv_in is not None and names.prompt_tokens_cached:
+        cached = delta(names.prompt_tokens_cached, "prompt tokens")
+        srv_in = None if cached is None else srv_in + cached
+        if cached is not None:
+            notes.append(
+                f"server prompt tokens = {names.prompt_tokens} + {names.prompt_tokens_cached} "
+                f"({cached:.0f} reused from the cache)"
+            )
     res["tokens"] = {
         "output": {"client_chunks": chunks_out, "client_usage": usage_out, "server": srv_out},
         "prompt": {"client_usage": usage_in, "server": srv_in},
@@ -131,80 +200,29 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     if with_usage_chunks != usage_out:
         notes.append(
             f"output chunks ({with_usage_chunks}) != usage completion_tokens ({usage_out}) over requests with usage: "
-            "some chunks carry more or fewer than one token (vLLM v1 merges pending outputs into one chunk when its API "
-            "process falls behind the engine, so ITL is per chunk, not per token)"
+            "some chunks carry more or fewer than one token (an engine whose API process falls behind may merge "
+            "pending outputs into one chunk), so ITL is per chunk, not per token"
         )
 
-    succ = _delta(sb, sa, "vllm:request_success_total")
+    succ = delta(names.request_success, "finished requests")
     ok = sum(1 for r in requests if r["outcome"] == "ok")
     res["requests"] = {"client_ok": ok, "server_success": succ}
     if succ is not None and succ != ok:
         flags.append(f"requests: server finished {succ:.0f} successfully, client saw {ok} ok")
 
-    # TTFT: the client's first-token time (first chunk with choices, what the server times) vs the server histogram
-    h = _delta_hist(
-        histogram(sb, "vllm:time_to_first_token_seconds"), histogram(sa, "vllm:time_to_first_token_seconds")
-    )
-    client = sorted(
-        r["ev_t"][i] / 1e9
-        for r in requests
-        for i in [next((j for j, c in enumerate(r.get("ev_k") or "") if c in CHOICE_KINDS), None)]
-        if i is not None
-    )
-    if h and h["count"] > 0:
-        total = h["cum"][-1]
-        rows, max_gap = [], 0.0
-        for le, c in zip(h["le"], h["cum"]):
-            cf = sum(1 for x in client if x <= le) / len(client) if client else 0.0
-            sf = c / total if total else 0.0
-            max_gap = max(max_gap, abs(cf - sf))
-            rows.append({"le": le, "server_frac": round(sf, 4), "client_frac": round(cf, 4)})
-        qs = {}
-        for q in (0.5, 0.9, 0.99):
-            edges = _bucket_of(h, q)
-            cq = percentile(client, q * 100) if client else None
-            state = "n/a"
-            if edges and cq is not None:
-                lo, hi = edges
-                if cq < lo:
-                    state = "below"  # the client saw a first token before the server could have produced it
-                elif cq <= hi:
-                    state = "inside"
-                else:
-                    state = "above"  # client-side delay beyond the server's measurement (network, client lag)
-            qs[f"p{int(q * 100)}"] = {
-                "server_bucket_s": list(edges) if edges else None,
-                "client_s": cq,
-                "client_vs_bucket": state,
-            }
-            if state == "below":
-                flags.append(
-                    f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is below the server's bucket "
-                    f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: the two are not timing the same requests"
-                )
-            elif state == "above" and cq > edges[1] * 1.5 + 0.02:
-                flags.append(
-                    f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is well above the server's bucket "
-                    f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: delay outside the engine (HTTP layer or client)"
-                )
-        res["ttft_histogram"] = {
-            "server_count": h["count"],
-            "client_count": len(client),
-            "server_mean_s": h["sum"] / h["count"],
-            "client_mean_s": sum(client) / len(client) if client else None,
-            "max_cdf_gap": round(max_gap, 4),
-            "buckets": rows,
-            "quantiles": qs,
-        }
-        if h["count"] != len(client):
-            flags.append(f"TTFT histogram counted {h['count']:.0f} first tokens, client saw {len(client)}")
-    else:
-        notes.append("vllm:time_to_first_token_seconds not available or unchanged")
+    if names.ttft is not None:
+        _ttft(res, names.ttft, sb, sa, requests)
 
-    pre = _delta(sb, sa, "vllm:num_preemptions_total")
-    qh = _delta_hist(histogram(sb, "vllm:request_queue_time_seconds"), histogram(sa, "vllm:request_queue_time_seconds"))
+    pre = delta(names.preemptions, "preemptions")
+    qh = None
+    if names.queue_time:
+        qb, qa = histogram(sb, names.queue_time), histogram(sa, names.queue_time)
+        qh = _delta_hist(qb, qa)
+        if qb is None or qa is None:
+            notes.append(f"{names.queue_time} is not in the scrapes before and after the run: queue time not compared")
     during = [_exposition(s) for s in scrapes if s.get("phase") == "during" and s.get("text")]
-    waiting = [e.value("vllm:num_requests_waiting") for e in during if e is not None]
+    waiting_name = names.waiting
+    waiting = [e.value(waiting_name) for e in during if e is not None] if waiting_name else []
     waiting = [w for w in waiting if w is not None]
     res["scheduler"] = {
         "preemptions": pre,
@@ -215,6 +233,73 @@ def server_crosscheck(requests: list[dict], scrapes: list[dict]) -> dict:
     if pre:
         flags.append(f"the engine preempted {pre:.0f} request(s) during the run (KV cache pressure)")
     return res
+
+
+def _ttft(res: dict, name: str, sb: Exposition, sa: Exposition, requests: list[dict]) -> None:
+    """TTFT: the client's first-token time (first chunk with choices, what the server times) vs the server histogram."""
+    flags, notes = res["flags"], res["notes"]
+    hb, ha = histogram(sb, name), histogram(sa, name)
+    h = _delta_hist(hb, ha)
+    client = sorted(
+        r["ev_t"][i] / 1e9
+        for r in requests
+        for i in [next((j for j, c in enumerate(r.get("ev_k") or "") if c in CHOICE_KINDS), None)]
+        if i is not None
+    )
+    if not (h and h["count"] > 0):
+        if hb is None or ha is None:
+            notes.append(f"{name} is not in the scrapes before and after the run: TTFT histogram not compared")
+        elif h is None:
+            notes.append(f"{name} changed its buckets during the run: TTFT histogram not compared")
+        else:
+            notes.append(f"{name} unchanged over the run (no first token counted): TTFT histogram not compared")
+        return
+    total = h["cum"][-1]
+    rows, max_gap = [], 0.0
+    for le, c in zip(h["le"], h["cum"]):
+        cf = sum(1 for x in client if x <= le) / len(client) if client else 0.0
+        sf = c / total if total else 0.0
+        max_gap = max(max_gap, abs(cf - sf))
+        rows.append({"le": le, "server_frac": round(sf, 4), "client_frac": round(cf, 4)})
+    qs = {}
+    for q in (0.5, 0.9, 0.99):
+        edges = _bucket_of(h, q)
+        cq = percentile(client, q * 100) if client else None
+        state = "n/a"
+        if edges and cq is not None:
+            lo, hi = edges
+            if cq < lo:
+                state = "below"  # the client saw a first token before the server could have produced it
+            elif cq <= hi:
+                state = "inside"
+            else:
+                state = "above"  # client-side delay beyond the server's measurement (network, client lag)
+        qs[f"p{int(q * 100)}"] = {
+            "server_bucket_s": list(edges) if edges else None,
+            "client_s": cq,
+            "client_vs_bucket": state,
+        }
+        if edges and cq is not None and state == "below":
+            flags.append(
+                f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is below the server's bucket "
+                f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: the two are not timing the same requests"
+            )
+        elif edges and cq is not None and state == "above" and cq > edges[1] * 1.5 + 0.02:
+            flags.append(
+                f"TTFT p{int(q * 100)}: client {cq * 1e3:.1f} ms is well above the server's bucket "
+                f"({edges[0] * 1e3:g}, {edges[1] * 1e3:g}] ms: delay outside the engine (HTTP layer or client)"
+            )
+    res["ttft_histogram"] = {
+        "server_count": h["count"],
+        "client_count": len(client),
+        "server_mean_s": h["sum"] / h["count"],
+        "client_mean_s": sum(client) / len(client) if client else None,
+        "max_cdf_gap": round(max_gap, 4),
+        "buckets": rows,
+        "quantiles": qs,
+    }
+    if h["count"] != len(client):
+        flags.append(f"TTFT histogram counted {h['count']:.0f} first tokens, client saw {len(client)}")
 
 
 def client_selfcheck(
@@ -242,8 +327,16 @@ def client_selfcheck(
     }
 
 
-def timeline(requests: list[dict], scrapes: list[dict], t_start_ns: int, t_end_ns: int, bin_s: float = 1.0) -> dict:
-    """Per-bin output tokens/s and finished requests/s, concurrency steps, and server gauges over time (s from t_start)."""
+def timeline(
+    requests: list[dict],
+    scrapes: list[dict],
+    t_start_ns: int,
+    t_end_ns: int,
+    bin_s: float = 1.0,
+    engine: EngineProfile | str | None = None,
+) -> dict:
+    """Per-bin output tokens/s and finished requests/s, concurrency steps, and server gauges over time (s from t_start).
+    The gauges are the profile's KV usage, running and waiting series; one the profile lacks is None in every bin."""
     span = max((t_end_ns - t_start_ns) / 1e9, bin_s)
     nb = int(math.ceil(span / bin_s))
     toks, reqs = [0] * nb, [0] * nb
@@ -268,12 +361,16 @@ def timeline(requests: list[dict], scrapes: list[dict], t_start_ns: int, t_end_n
     for t, d in steps:
         level += d
         conc.append((t, level))
-    gauges = {"t": [], "kv_usage": [], "running": [], "waiting": []}
+    names = _profile(engine).metrics
+    series = (names.kv_usage, names.running, names.waiting)
+    wanted = names.timeline()
+    gauges: dict[str, list] = {"t": [], "kv_usage": [], "running": [], "waiting": []}
     for s in scrapes:
         if not s.get("text") or s.get("t_ns") is None:
             continue
-        expo = _exposition(s, TIMELINE_GAUGES) or Exposition()  # a scrape that is not the format shows no gauge values
-        kv, running, waiting = (expo.value(name) for name in TIMELINE_GAUGES)
+        # parse only the gauges read here; a scrape that is not the format shows no gauge values
+        expo = (_exposition(s, wanted) if wanted else None) or Exposition()
+        kv, running, waiting = (expo.value(name) if name else None for name in series)
         gauges["t"].append((s["t_ns"] - t_start_ns) / 1e9)
         gauges["kv_usage"].append(kv)
         gauges["running"].append(running)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.engines import PROFILES
 from harness.errors import DataError
 from harness.load.scenario import Scenario
 from harness.readers import MAX_DATA_BYTES, MAX_LINE_BYTES, parse_json, read_text
@@ -35,6 +36,15 @@ class RunRecord(_Record):
     endpoint: Literal["chat", "completions"]
     started: str | None = None
     scenario_source: str | None = None
+    engine: str | None = None  # the engine kind whose profile the run kept series for (None: not known)
+    engine_source: str | None = None  # where the kind came from: manifest | --engine
+
+    @field_validator("engine")
+    @classmethod
+    def _known_kind(cls, v: str | None) -> str | None:
+        if v is not None and v not in PROFILES:
+            raise ValueError(f"unknown engine kind {v[:40]!r} (known: {', '.join(PROFILES)})")
+        return v
 
 
 class RequestRecord(_Record):

@@ -14,6 +14,7 @@ import json
 import math
 from pathlib import Path
 
+from harness.engines import DEFAULT_KIND, profile_for
 from harness.load.crosscheck import client_selfcheck, server_crosscheck, timeline
 from harness.load.events import read_events
 from harness.load.metrics import aggregate
@@ -125,10 +126,25 @@ def stopped_by(s: dict) -> str:
     return f"{s['stop_reason']} (during {step})" if step else str(s["stop_reason"])
 
 
-def build_summary(out_dir: str | Path) -> dict:
+def engine_of(run: dict, override: str | None = None) -> tuple[str, str]:
+    """(engine kind, where that choice came from) for a run header: `override` (`harness report --engine`), the
+    kind the run recorded (from its manifest or `load --engine`), else the default profile, said as such."""
+    if override:
+        return override, "--engine (report)"
+    if run.get("engine"):
+        return run["engine"], run.get("engine_source") or "recorded"
+    if "engine" in run:
+        return DEFAULT_KIND, "default: the run named no engine (give --engine)"
+    return DEFAULT_KIND, "default: the run recorded no engine (written before engine profiles)"
+
+
+def build_summary(out_dir: str | Path, engine: str | None = None) -> dict:
+    """The summary of a load run's events; `engine` (a kind) re-judges the server cross-check with that profile."""
     out_dir = Path(out_dir)
     ev = read_events(out_dir / "events.jsonl")
     run, end, reqs, scrapes = ev["run"], ev["end"] or {}, ev["requests"], ev["scrapes"]
+    kind, source = engine_of(run, engine)
+    profile = profile_for(kind)
     sc = run["scenario"]
     slo = sc.get("slo") or {}
     agg = aggregate(reqs, end.get("measured_start_ns") or 0, end.get("end_ns"), slo.get("goodput"))
@@ -162,9 +178,10 @@ def build_summary(out_dir: str | Path) -> dict:
         "metrics": agg,
         "slo_checks": checks,
         "ok": verdict_ok,
-        "server": server_crosscheck(reqs, scrapes),
+        "engine": {"kind": profile.kind, "title": profile.title, "source": source},
+        "server": server_crosscheck(reqs, scrapes, profile, source=source),
         "client": client_selfcheck(per, end.get("client_cpu_s"), wall_s),
-        "timeline": timeline(reqs, scrapes, t_start, t_end),
+        "timeline": timeline(reqs, scrapes, t_start, t_end, engine=profile),
         "definitions": "harness/load/DEFINITIONS.md",
     }
     return summary
@@ -228,7 +245,11 @@ def render_markdown(s: dict) -> str:
                 f"| {c['name']} | {c.get('direction', '<=')} {_fmt(c['limit'])} | {_fmt(c['value'])} | {'ok' if c['ok'] else '**FAIL**'} |"
             )
     sv = s["server"]
+    eng = sv.get("engine") or s.get("engine")
     lines += ["", "## Server cross-check"]
+    if eng:
+        lines.append(f"Series read with the {eng['title']} profile ({eng['source']}).")
+        lines.append("")
     if sv.get("tokens"):
         to = sv["tokens"]["output"]
         lines.append(
@@ -258,6 +279,8 @@ def render_markdown(s: dict) -> str:
             f"- preemptions {_fmt(sch['preemptions'])}, mean queue time {_fmt((sch['queue_time_mean_s'] or 0) * 1e3)} ms, "
             f"max waiting seen {_fmt(sch['max_waiting_seen'])}"
         )
+    for line in (sv.get("not_available") or {}).values():
+        lines.append(f"- {line}")
     for f in sv.get("flags", []):
         lines.append(f"- ⚠ {f}")
     for n in sv.get("notes", []):
@@ -425,7 +448,7 @@ def charts(s: dict, per: list[dict]) -> list[str]:
                 "Server KV cache usage (scraped)",
                 [
                     (
-                        "kv_cache_usage_perc ×100",
+                        "KV cache usage ×100",
                         [(t, v * 100 if v is not None else None) for t, v in zip(g["t"], g["kv_usage"])],
                     )
                 ],
@@ -434,6 +457,7 @@ def charts(s: dict, per: list[dict]) -> list[str]:
                 step=True,
             )
         )
+    if any(v is not None for v in g["running"] + g["waiting"]):
         out.append(
             _chart(
                 "Server queue (scraped)",
@@ -463,9 +487,9 @@ pre{{background:#f6f6f6;padding:8px;overflow:auto;font-size:12px;white-space:pre
 """
 
 
-def write_reports(out_dir: str | Path) -> dict:
+def write_reports(out_dir: str | Path, engine: str | None = None) -> dict:
     out_dir = Path(out_dir)
-    s = build_summary(out_dir)
+    s = build_summary(out_dir, engine)
     ev = read_events(out_dir / "events.jsonl")
     per = aggregate(ev["requests"], 0, None)["_per_request"]
     md = render_markdown(s)

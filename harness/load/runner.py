@@ -37,6 +37,7 @@ import httpx
 import msgspec
 
 from harness.client import Timeouts, failure_kind, make_client
+from harness.engines import all_metric_prefixes, profile_for
 from harness.errors import OutputError, RefusedError, UsageError
 from harness.load.scenario import PlannedRequest, Scenario, iter_plan
 from harness.load.stream import OUTPUT_KINDS, parse_stream
@@ -51,7 +52,7 @@ __all__ = ["Target", "RunResult", "check_target", "run_scenario", "EVENTS_FILE",
 EVENTS_FILE = "events.jsonl"
 PARTIAL_FILE = EVENTS_FILE + ".partial"
 OUTPUT_NAMES = (EVENTS_FILE, PARTIAL_FILE, "summary.json", "summary.md", "report.html")  # what a load run writes
-SCRAPE_PREFIXES = ("vllm:", "tgi_")  # the engine series a load run keeps per scrape
+SCRAPE_PREFIXES = all_metric_prefixes()  # the series a load run keeps per scrape when it does not know the engine
 DISCOVERY_TIMEOUT_S = 10.0  # /v1/models, wall clock (and never past the run's deadline)
 SCRAPE_TIMEOUT_S = 5.0  # one /metrics scrape, wall clock (never past the run's deadline)
 CLOSING_SCRAPE_S = 2.0  # the scrape after the run, which follows the deadline
@@ -77,6 +78,13 @@ class Target:
     model: str | None = None
     api_key: str | None = None
     allow_remote: bool = False
+    # the engine kind whose profile names the series to keep and cross-check (None: not known; every profile's series
+    # are kept and the report uses the default profile), and where it came from ("manifest", "--engine")
+    engine: str | None = None
+    engine_source: str | None = None
+
+    def scrape_prefixes(self) -> tuple[str, ...]:
+        return (profile_for(self.engine).metrics.prefix,) if self.engine else SCRAPE_PREFIXES
 
 
 @dataclass
@@ -129,6 +137,7 @@ class _Run:
         self.flush_interval_s = flush_interval_s
         self.t0 = _now()
         self.deadline = self.t0 + int(sc.bounds.max_duration_s * 1e9)  # the whole run, discovery included
+        self.prefixes = target.scrape_prefixes()
         self.step = "discovery"  # the step running now; `bound_step` names the one the deadline hit
         self.bound_step: str | None = None
         self.sent = 0  # measured requests handed to the client
@@ -395,7 +404,7 @@ class _Run:
             rec["status"] = status
             if status == 200:
                 text = data.decode("utf-8", errors="replace")
-                rec["text"] = keep_series(text, SCRAPE_PREFIXES)
+                rec["text"] = keep_series(text, self.prefixes)
         except TimeoutError:
             rec["error"] = f"no complete /metrics reply within {limit:.1f} s"
             if not closing and self.remaining_s() <= 0:
@@ -468,6 +477,8 @@ class _Run:
                     "target": self.shown_url,
                     "model": model,
                     "endpoint": sc.endpoint,
+                    "engine": self.target.engine,  # None: not known (the report uses the default profile)
+                    "engine_source": self.target.engine_source,
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "pid": os.getpid(),
                     "clock": "time.monotonic_ns() - t0",

@@ -19,7 +19,11 @@ def run_stage(ctx: StageContext) -> StageResult:
     out = ctx.run_dir / "load"
     eng = ctx.engine
     target = Target(
-        eng.base_url, model=getattr(eng, "served_name", None) or None, api_key=getattr(eng, "api_key", None)
+        eng.base_url,
+        model=getattr(eng, "served_name", None) or None,
+        api_key=getattr(eng, "api_key", None),
+        engine=ctx.manifest.engine.kind,
+        engine_source="manifest",
     )
     try:
         run_scenario(sc, target, out, progress=False)

@@ -1,10 +1,12 @@
 """One model of a Prometheus text exposition, read by prometheus_client's parser (the only parser of the format here).
 
     expo = parse_exposition(text)                         # DataError for text that is not the format, or too big
-    expo.family("vllm:generation_tokens").type            # 'counter' (the parser strips _total from counter families)
-    expo.value("vllm:generation_tokens_total")            # sum over every label set of that *sample* name
-    expo.labels("vllm:cache_config_info")                 # the labels of its first sample (an info gauge's data)
-    expo.histogram("vllm:time_to_first_token_seconds")    # Histogram(le, cum, count, sum), summed over label sets
+    expo.family("engine:generation_tokens").type          # 'counter' (the parser strips _total from counter families)
+    expo.value("engine:generation_tokens_total")          # sum over every label set of that *sample* name
+    expo.labels("engine:cache_config_info")               # the labels of its first sample (an info gauge's data)
+    expo.histogram("engine:time_to_first_token_seconds")  # Histogram(le, cum, count, sum), summed over label sets
+
+(The names an engine exports are its profile's: harness.engines, `profile.metrics`.)
 
 Families of one name are one family even when the text splits them (samples without a `# TYPE` line arrive as one
 family per line): the model is every sample in text order, grouped by family name.
@@ -32,7 +34,7 @@ __all__ = [
 
 MAX_EXPOSITION_CHARS = 16 << 20  # one engine's /metrics is tens of KB; every caller bounds its own read below this
 # The parser's work on one line grows with the square of its length (it re-slices the line per token), so a line is
-# bounded too; the longest line of a real vLLM scrape (cache_config_info) is about 1 KB.
+# bounded too; the longest line of a real engine scrape (an info gauge's labels) is about 1 KB.
 MAX_LINE_CHARS = 16 << 10
 # What prometheus_client's parser raises on text that is not the format (ValueError mostly; the others on odd shapes).
 _PARSER_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError)
@@ -85,8 +87,8 @@ class Exposition:
     def samples(self, name: str, /, **labels: str) -> list[Sample]:
         """Every sample of that name whose labels include `labels`, in text order.
 
-        The parser names a counter's samples `<name>_total` even when the text wrote `<name>` (TGI's exporter writes
-        `tgi_request_count 5`), so the name as written finds them as well."""
+        The parser names a counter's samples `<name>_total` even when the text wrote `<name>` (some exporters write a
+        counter as `request_count 5`), so the name as written finds them as well."""
         names = {name, name + "_total"}
         return [
             s

@@ -1,7 +1,7 @@
 """One /metrics scrape as a check sees it: whether it answered and parsed, and the exposition if it did.
 
 s = parse_metrics(text)            # Scrape(ok, exposition, error, text, t_ns, status); never raises
-s.family("vllm:generation_tokens").type, s.value("vllm:generation_tokens_total")
+s.family("engine:generation_tokens").type, s.value("engine:generation_tokens_total")
 """
 
 from __future__ import annotations

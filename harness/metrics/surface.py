@@ -67,7 +67,8 @@ def surface_of(expo: Exposition) -> Surface:
 
 
 def names_in_source(package_dir: Path, names: list[str]) -> set[str]:
-    """Which of `names` occur literally in the .py files under package_dir (e.g. the new engine's vllm/)."""
+    """Which of `names` occur literally in the .py files under package_dir (the new engine's package directory: its
+    profile's `source_package_dirs`)."""
     found: set[str] = set()
     if not names or not package_dir.is_dir():
         return found

@@ -1,7 +1,8 @@
 """A tiny vLLM-shaped SSE server for runner tests (127.0.0.1 only), run in a background thread.
 
 mode "ok": role chunk, `max_tokens` content chunks (`delay` s apart), finish, usage chunk, [DONE].
-After `fail_after` requests every request gets HTTP 500 (a server that starts failing). /metrics serves counters.
+After `fail_after` requests every request gets HTTP 500 (a server that starts failing). /metrics serves counters:
+a vLLM generation counter, or with `metrics="llamacpp"` what llama-server's `--metrics` exports (`llamacpp_metrics`).
 """
 
 import asyncio
@@ -9,11 +10,43 @@ import json
 import threading
 
 
+def llamacpp_metrics(prompt=0, cached=0, predicted=0, processing=0, deferred=0, decode=0):
+    """/metrics as llama-server (llama.cpp 0c1e570, tools/server/server-task.cpp `to_metrics`) writes it: HELP, TYPE
+    and one unlabelled sample per series, counters first, values printed as C++ streams print doubles."""
+    counters = [
+        ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", prompt),
+        ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", cached),
+        ("prompt_seconds_total", "Total time spent processing prompts", 0.0123 if prompt else 0),
+        ("tokens_predicted_total", "Number of generation tokens processed", predicted),
+        ("tokens_predicted_seconds_total", "Total time spent generating tokens", 0.0456 if predicted else 0),
+        (
+            "n_decode_total",
+            "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
+            decode,
+        ),  # fmt: skip
+        ("n_tokens_max", "Largest observed sequence length (prompt + generation)", 8 if predicted else 0),
+    ]
+    gauges = [
+        ("prompt_tokens_seconds", "Average prompt throughput in tokens/s", 1950.5 if prompt else 0),
+        ("predicted_tokens_seconds", "Average generation throughput in tokens/s", 412.25 if predicted else 0),
+        ("requests_processing", "Number of requests processing", processing),
+        ("requests_deferred", "Number of requests deferred", deferred),
+        ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", 1 if decode else 0),
+    ]
+    out = []
+    for typ, items in (("counter", counters), ("gauge", gauges)):
+        for name, help_, value in items:
+            out.append(f"# HELP llamacpp:{name} {help_}\n# TYPE llamacpp:{name} {typ}\nllamacpp:{name} {value:g}\n")
+    return "".join(out)
+
+
 class FakeServer:
-    def __init__(self, delay=0.0, fail_after=None, hang=False):
-        self.delay, self.fail_after, self.hang = delay, fail_after, hang
+    def __init__(self, delay=0.0, fail_after=None, hang=False, metrics="vllm"):
+        self.delay, self.fail_after, self.hang, self.metrics = delay, fail_after, hang, metrics
         self.requests = 0
         self.generated = 0
+        self.prompt_evaluated = self.prompt_cached = 0  # llama.cpp counts reused prompt tokens apart
+        self.inflight = 0
         self.connections = 0
         self.port = None
         self._ready = threading.Event()
@@ -58,7 +91,12 @@ class FakeServer:
                         n = int(ln.split(":", 1)[1])
                 body = json.loads(await reader.readexactly(n)) if n else {}
                 if path == "/metrics":
-                    text = f'vllm:generation_tokens_total{{engine="0"}} {self.generated}.0\n'.encode()
+                    if self.metrics == "llamacpp":
+                        text = llamacpp_metrics(
+                            self.prompt_evaluated, self.prompt_cached, self.generated, self.inflight, 0, self.generated
+                        ).encode()
+                    else:
+                        text = f'vllm:generation_tokens_total{{engine="0"}} {self.generated}.0\n'.encode()
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(text), text))
                     await writer.drain()
                     continue
@@ -80,6 +118,11 @@ class FakeServer:
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
                 )
                 k = int(body.get("max_tokens", 4))
+                self.inflight += 1
+                # 3 prompt tokens per request; after the first, 2 of them are reused from the cache
+                reused = 2 if self.requests > 1 else 0
+                self.prompt_cached += reused
+                self.prompt_evaluated += 3 - reused
 
                 def ev(obj):
                     d = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -118,6 +161,7 @@ class FakeServer:
                 )
                 d = b"data: [DONE]\n\n"
                 writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(d), d))
+                self.inflight -= 1
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass

@@ -260,10 +260,12 @@ def test_the_timeline_reads_the_same_gauges_from_its_cut(text):
     """The load timeline parses only its three gauges per scrape (a whole scrape costs ~50x more): same values."""
     import re
 
-    from harness.load.crosscheck import TIMELINE_GAUGES, _exposition
+    from harness.engines import profile_for
+    from harness.load.crosscheck import _exposition
 
+    gauges = profile_for("vllm").metrics.timeline()
     text = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+", r"\1 3.0", text, flags=re.M)
     text = re.sub(r"^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+", r"\1 0.25", text, flags=re.M)
     scrape = {"text": stored(text)}
-    full, cut = _exposition(scrape), _exposition(scrape, TIMELINE_GAUGES)
-    assert [cut.value(n) for n in TIMELINE_GAUGES] == [full.value(n) for n in TIMELINE_GAUGES] == [0.25, 3.0, 0.0]
+    full, cut = _exposition(scrape), _exposition(scrape, gauges)
+    assert [cut.value(n) for n in gauges] == [full.value(n) for n in gauges] == [0.25, 3.0, 0.0]

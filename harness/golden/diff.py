@@ -18,7 +18,9 @@ Classes (worst over a prompt's choices wins, in this order of severity):
     incomparable  same id but a different request (prompt edited) (fails the diff)
     added         in B only                                 (informational)
 
-Recordings of different models (meta model.sha256) are refused with a RefusedError: such a diff means nothing.
+Recordings of different models (meta model.sha256) are refused with a RefusedError: such a diff means nothing. One
+model in two formats (an engine migration: safetensors for one engine, GGUF for another) is the same model: see
+same_weights.
 Recordings from different hardware or torch builds (meta `hardware`, harness.hardware) are compared as always, and the
 diff says so: last-bit float drift is then expected (`equivalent` within tolerance), token changes are judged as always.
 `within_tolerance` is the cross-machine rule: every prompt identical or equivalent (bit-identity is only expected of two
@@ -247,6 +249,19 @@ def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> Prom
     return PromptDiff(s, pid, "regression", f"A gave {show(ea)}; B gave {show(eb)}")
 
 
+def same_weights(meta_a: dict, meta_b: dict) -> bool:
+    """One model's weights on both sides: the same content hash, or the same checkpoint in two formats (an engine
+    migration): both the harness's embedded reference model (written as safetensors or GGUF from the same weights),
+    or one side's `model.converted_from` naming the other's hash."""
+    ma, mb = meta_a.get("model") or {}, meta_b.get("model") or {}
+    ha, hb = ma.get("sha256"), mb.get("sha256")
+    if ha == hb:
+        return True
+    if ma.get("source") == mb.get("source") == "reference-tiny":
+        return True
+    return bool(ha and hb and (ma.get("converted_from") == hb or mb.get("converted_from") == ha))
+
+
 def diff_recordings(
     a: Recording,
     b: Recording,
@@ -256,7 +271,7 @@ def diff_recordings(
     allow_other_model: bool = False,
 ) -> GoldenDiff:
     check_thresholds(tolerance, margin)
-    if a.model_sha256 != b.model_sha256 and not allow_other_model:
+    if not same_weights(a.meta, b.meta) and not allow_other_model:
         raise RefusedError(
             f"refusing to compare recordings of different models: {a.path} has model {a.model_sha256[:12]}, "
             f"{b.path} has model {b.model_sha256[:12]} (outputs of two models are not a regression signal)"

@@ -80,12 +80,21 @@ def _sorted_top(pairs: list[tuple[int, float]]) -> list[list]:
     return [[i, lp] for i, lp in sorted(pairs, key=lambda t: (-t[1], t[0]))]
 
 
+def _entry_token_id(entry: dict) -> int | None:
+    """A logprob entry's token id: `token` written as "token_id:N" (return_tokens_as_token_ids), or an integer `id`
+    field next to it (servers that send the id with every entry)."""
+    tid = _token_id(entry.get("token"))
+    if tid is None and type(entry.get("id")) is int:
+        tid = entry["id"]
+    return tid
+
+
 def _chat_logprobs(ch: dict) -> list[list]:
     content = ((ch.get("logprobs") or {}).get("content")) or []
     rows = []
     for item in content:
-        tid = _token_id(item.get("token"))
-        tops = [(_token_id(t.get("token")), float(t.get("logprob"))) for t in item.get("top_logprobs") or []]
+        tid = _entry_token_id(item)
+        tops = [(_entry_token_id(t), float(t.get("logprob"))) for t in item.get("top_logprobs") or []]
         rows.append([tid, float(item.get("logprob")), _sorted_top([(i, lp) for i, lp in tops if i is not None])])
     return rows
 
@@ -122,15 +131,17 @@ def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
             rows = _chat_logprobs(ch)
         else:
             text = ch.get("text") or ""
-            rows = _completion_logprobs(ch)
+            # a completion answered with chat-shaped logprobs ({content: [...]}) is read as such
+            chat_shaped = isinstance((ch.get("logprobs") or {}).get("content"), list)
+            rows = _chat_logprobs(ch) if chat_shaped else _completion_logprobs(ch)
         ids = ch.get("token_ids")
         from_logprobs = [r[0] for r in rows]
         if not isinstance(ids, list):
             if any(i is None for i in from_logprobs):
-                raise ValueError("no token_ids and logprob tokens are not token_id:N")
+                raise ValueError("no token_ids, and logprob entries carry no token id (token_id:N or an id field)")
             ids = from_logprobs
         if any(r[0] is None for r in rows):
-            raise ValueError("logprob tokens are not token_id:N (return_tokens_as_token_ids ignored?)")
+            raise ValueError("logprob entries carry no token id (return_tokens_as_token_ids ignored, no id field)")
         choices.append(
             {
                 "index": ch.get("index", 0),

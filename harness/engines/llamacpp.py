@@ -43,7 +43,7 @@ LLAMACPP = _LlamaCpp(
     version_example="0c1e570",
     api_key_env="LLAMA_API_KEY",
     # /props build_info is "b<build number>-<commit>"; the harness builds with build number 0
-    identity=Identity(path="/props", version_field="build_info", version_prefix="b0-", recorded=("model_path",)),
+    identity=Identity(path="/props", version_field="build_info", version_prefix="b0-"),
     metrics=MetricNames(
         prefix="llamacpp:",
         running="llamacpp:requests_processing",

@@ -134,7 +134,7 @@ def start_verified(engine: Engine, *, quiet: bool = False) -> dict:
         identity["lock_sha256"] = lock_sha256(m.lock_path)
     elif m.runtime.source is not None:
         identity["source_sha256"] = m.runtime.source.sha256
-        identity["binary"] = str(engine.spec.binary)
+        identity["build_key"] = engine.spec.binary.parent.parent.name if engine.spec.binary else None
     else:
         identity["image_digest"] = m.runtime.docker.digest
     engine.identity = identity

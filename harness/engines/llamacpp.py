@@ -96,6 +96,9 @@ LLAMACPP = _LlamaCpp(
         "ttft": "llama-server exports no time-to-first-token or inter-token histograms",
         "itl": "llama-server exports no time-to-first-token or inter-token histograms",
         "preemptions": "llama-server has no preemption counter (a slot is never preempted)",
+        "logprobs": "llama-server gives one logprob entry per text piece, not per token: a token that ends inside a "
+        "UTF-8 character is held back and merged with the next into one entry (its id and logprob are the last "
+        "token's), so a golden diff against a per-token engine diverges at such pieces without the model differing",
         "kv_usage": "llama-server exports no KV cache usage gauge (its cache is per slot, see /slots)",
         "queue_time": "llama-server exports no queue-time histogram (requests_deferred counts the requests waiting now)",
         "request_success": "llama-server counts no finished requests",

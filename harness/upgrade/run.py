@@ -50,14 +50,18 @@ def run_upgrade(
         raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")
     # a file as --out, a directory where a report file goes, a manifest as the report: OutputError before any launch
     output_dir(out, ["upgrade.json", "upgrade.md"], force=force, inputs=[old_m.path, new_m.path], what="--out")
-    # Both sides are judged by the old engine's expectations (what its clients rely on), chosen as `conform` chooses
-    # them: the exact version's file, then its series'; no file is a refusal before any launch, not the reference.
+    # An upgrade judges both sides by the old engine's expectations (what its clients rely on); an engine migration
+    # (two kinds) judges each side by its own engine's file, side by side. Files are chosen as `conform` chooses them:
+    # the exact version's, then its series'; no file is a refusal before any launch, never the reference.
+    migration = old_m.engine.kind != new_m.engine.kind
     exp = expect or default_expectation(old_m.engine.kind, old_m.engine.version)
+    exp_new = expect or (default_expectation(new_m.engine.kind, new_m.engine.version) if migration else exp)
     exp_path = load_expectations(exp).path or "(the OpenAI reference: --expect openai)"
+    exp_new_path = load_expectations(exp_new).path or "(the OpenAI reference: --expect openai)"
     sides = []
-    for m in (old_m, new_m):
+    for m, e in ((old_m, exp), (new_m, exp_new)):
         say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
-        sides.append(collect_side(m, out, sets, expectations=exp, conformance=conformance, say=say))
+        sides.append(collect_side(m, out, sets, expectations=e, conformance=conformance, say=say))
         side = sides[-1]
         say(f"[{m.name}] done in {side['wall_seconds']} s" + (f": {side['error']}" if not side["ok"] else ""))
     old_side, new_side = sides
@@ -74,6 +78,9 @@ def run_upgrade(
             "prompt_sets": [s.name for s in sets],
             "expectations": exp,
             "expectations_file": exp_path,
+            "expectations_new": exp_new,
+            "expectations_new_file": exp_new_path,
+            "migration": migration,
         },
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -4,7 +4,8 @@
     pytest --harness-manifest manifests/vllm-0.11.0-cpu.yaml          # launches the engine for the session
 
 Without either option the plugin does nothing. Every case becomes one test item `harness::<case id>`; fail/error
-fail the item, skip skips, pass/quirk/info pass (quirks and unexpected passes are printed in the summary).
+fail the item, skip skips, pass/quirk/quirk-absent/info pass (quirks and quirk-absent cases, declared quirks that did
+not happen, are printed in the summary: the engine behaves like the reference there, so no item fails for it).
 Options are mirrored by ini keys (harness_url, harness_manifest, harness_expect) and env HARNESS_URL / HARNESS_MANIFEST /
 HARNESS_EXPECT; precedence CLI > env > ini. The URL must be loopback (the one rule of harness.net.loopback_url), checked
 on the parsed address when pytest configures, before any socket: anything else is a usage error and nothing is sent.
@@ -68,26 +69,32 @@ class HarnessCaseItem(pytest.Item):
         self.add_marker(pytest.mark.harness_case(case.id))
 
     def runtest(self):
+        from harness.conformance.model import FAILING
+
         doc = _report(self.config)
         r = doc["by_id"].get(self.case.id)
         if r is None:
             pytest.fail("case did not run", pytrace=False)
         if r["verdict"] == "skip":
             pytest.skip(r["note"])
-        if r["verdict"] in ("fail", "error"):
+        if r["verdict"] in FAILING:
             raise HarnessCaseFailure(r)
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, HarnessCaseFailure):
             r = excinfo.value.result
             return (
-                f"{r['id']} [{r['level']}] {r['requirement']}\n  verdict: {r['verdict']} ({r['behaviour']})\n"
+                f"{r['id']} [{r['level']}] {r['requirement']}\n  verdict: {r['verdict']} ({_tags(r)})\n"
                 f"  expected: {r['expected']!r}\n  actual:   {r['actual']!r}\n  chunk: {r['chunk']}\n  note: {r['note']}"
             )
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
         return self.path, None, f"harness::{self.case.id}"
+
+
+def _tags(r: dict) -> str:
+    return "+".join(r.get("behaviours") or []) or r.get("behaviour") or ""
 
 
 class HarnessCaseFailure(Exception):
@@ -146,8 +153,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line("  ".join(f"{k}={v}" for k, v in doc["counts"].items()))
     for r in doc["cases"]:
         if r["verdict"] == "quirk":
-            tr.write_line(f"quirk {r['id']}: {r['behaviour']} — {r['quirk_reason']}")
+            tr.write_line(f"quirk {r['id']}: {_tags(r)} — {r['quirk_reason']}")
+        elif r["verdict"] == "quirk-absent":
+            tr.write_line(f"quirk-absent {r['id']}: {r['note']}")
     if doc.get("unexpected_passes"):
-        tr.write_line(f"unexpected passes (expected quirk no longer happens): {', '.join(doc['unexpected_passes'])}")
+        tr.write_line(
+            f"quirk-absent (declared quirk did not happen; not a failure): {', '.join(doc['unexpected_passes'])}"
+        )
     if doc.get("aborted"):
         tr.write_line(f"aborted: {doc['aborted']}")

@@ -161,6 +161,7 @@ def _finish(report, args, t_ready, print_table, write_outputs) -> int:
 def cmd_check_stream(args: argparse.Namespace) -> int:
     from harness.conformance.checkstream import check_file
     from harness.conformance.expectations import load_expectations
+    from harness.conformance.model import FAILING
 
     exp = load_expectations(args.expect)
     bad = 0
@@ -168,7 +169,7 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
     for f in args.files:
         results, note = check_file(f, exp, args.kind)  # an unreadable or non-stream file is one DataError
         all_out[f] = {"note": note, "cases": [r.to_dict() for r in results]}
-        fails = [r for r in results if r.verdict in ("fail", "error")]
+        fails = [r for r in results if r.verdict in FAILING]  # quirk-absent is shown, never a failure
         bad += len(fails)
         if not args.json:
             counts: dict[str, int] = {}
@@ -177,10 +178,10 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
             status = "FAIL" if fails else "ok"
             print(f"{status:4s} {f}: {note}; " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
             for r in results:
-                if r.verdict in ("fail", "error", "quirk") or r.unexpected_pass:
-                    tag = r.verdict + ("(unexpected pass)" if r.unexpected_pass else "")
+                if r.verdict in ("fail", "error", "quirk", "quirk-absent"):
+                    tags = "+".join(r.behaviours) or r.behaviour
                     where = f" @chunk {r.chunk}" if r.chunk is not None else ""
-                    print(f"     {tag:6s} {r.id}: {r.behaviour}{where} {('— ' + r.note) if r.note else ''}".rstrip())
+                    print(f"     {r.verdict:6s} {r.id}: {tags}{where} {('— ' + r.note) if r.note else ''}".rstrip())
     if args.json:
         json.dump(all_out, sys.stdout, indent=2, default=str, ensure_ascii=False)
         print()

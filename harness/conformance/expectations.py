@@ -4,10 +4,12 @@ name: vllm-0.11
 engine: {kind: vllm, version: "0.11"}      # informational; matched by name, never branched on in code
 cases:                                      # a missing entry means: the OpenAI reference behaviour is expected
   chat.stream.role-once:
-    quirk: role-on-every-chunk               # one tag or a list of tags (the Check.behaviour values)
+    quirk: role-on-every-chunk               # one tag or a list of tags (Check.behaviours): the failing check
+                                             # must see exactly these, all of them and nothing else
     reason: "TGI repeats role on every delta"
-    conditional: true                        # optional: the quirk shows only for some requests, so its
-                                             # absence is not reported as an unexpected pass
+    conditional: true                        # optional: the quirk shows only for some requests: any non-empty
+                                             # part of the list is the quirk, and its absence is a plain pass
+                                             # (not quirk-absent)
   auth.health-unguarded:
     skip: "..."                              # force a skip, with the reason
 metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
@@ -202,30 +204,59 @@ def _validate(raw: Any, p: Path) -> None:
 
 
 def resolve(case: Case, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:
-    """Turn a raw check into the reported verdict, applying the declared expectation."""
+    """Turn a raw check into the reported verdict, applying the declared expectation (the table in
+    harness.conformance.model): a quirk covers exactly the tags it names, never a part or a neighbour of them."""
     r = CaseResult(
         id=case.id,
         level=case.level.value,
         requirement=case.requirement,
         verdict=check.status.value,
         behaviour=check.behaviour,
+        behaviours=list(check.behaviours),
         expected=check.expected,
         actual=check.actual,
         chunk=check.chunk,
         note=check.note,
         duration_s=round(duration_s, 4),
-        extra=check.extra,
+        extra=dict(check.extra),
     )
+    if len(check.evidence) > 1:
+        r.extra["evidence"] = {tag: ev.to_dict() for tag, ev in check.evidence.items()}
     quirks = exp.quirks(case.id)
     entry = exp.cases.get(case.id, {})
+    conditional = bool(entry.get("conditional"))
+    declared = "/".join(quirks)
     if check.status is Verdict.FAIL:
-        if check.behaviour in quirks:
+        seen = list(check.behaviours)
+        uncovered = [t for t in seen if t not in quirks]
+        if quirks and seen and not uncovered and (conditional or set(seen) == set(quirks)):
             r.verdict = Verdict.QUIRK.value
             r.quirk_reason = str(entry.get("reason", ""))
-        elif case.level.value == "INFO":
+            return r
+        if quirks and uncovered:
+            _make_primary(r, check, uncovered[0])
+            r.extra["not_covered"] = uncovered
+            _add_note(r, f"not the declared quirk {declared}: {', '.join(uncovered)} is not part of it")
+        elif quirks and seen:
+            missing = [q for q in quirks if q not in seen]
+            _add_note(r, f"the declared quirk {declared} happened only in part: no {', '.join(missing)}")
+        if case.level.value == "INFO":
             r.verdict = Verdict.INFO.value
-    elif check.status is Verdict.PASS and quirks and not entry.get("conditional"):
+    elif check.status is Verdict.PASS and quirks and not conditional:
+        r.verdict = Verdict.QUIRK_ABSENT.value
         r.unexpected_pass = True
         r.quirk_reason = str(entry.get("reason", ""))
-        r.note = (r.note + "; " if r.note else "") + f"expected quirk {'/'.join(quirks)} did not happen"
+        _add_note(r, f"expected quirk {declared} did not happen")
     return r
+
+
+def _make_primary(r: CaseResult, check: Check, tag: str) -> None:
+    """Report `tag` (and its evidence, when the check kept it) as the result's primary behaviour."""
+    r.behaviour = tag
+    ev = check.evidence.get(tag)
+    if ev is not None:
+        r.expected, r.actual, r.chunk = ev.expected, ev.actual, ev.chunk
+
+
+def _add_note(r: CaseResult, text: str) -> None:
+    r.note = (r.note + "; " if r.note else "") + text

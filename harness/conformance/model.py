@@ -1,19 +1,33 @@
 """The conformance vocabulary: levels, verdicts, what a check returns and what a case result records.
 
-A check returns a `Check` (never raises): status pass / fail / skip / info / error, plus `behaviour`, a short stable tag
-naming *what* deviated (e.g. "role-on-every-chunk"). Expectation files declare quirks by these tags; the resolver turns
-(Check, expectation) into the final verdict:
+A check returns a `Check` (never raises): status pass / fail / skip / info / error, plus `behaviours`, every short
+stable tag naming *what* deviated (e.g. "role-on-every-chunk"), in the order seen; `behaviour` is the first of them
+(the primary). A check that scans many chunks collects its tags with `Deviations`. A tag names one exact shape
+("role-on-every-chunk" is every later delta, "role-repeated" some of them), so a partial deviation never carries the
+tag of the whole one. Expectation files declare quirks by these tags; the resolver (`expectations.resolve`) turns
+(Check, expectation) into the final verdict, with B the tags a failing check saw and Q the declared quirk list:
 
-    check pass  + no quirk declared       -> pass
-    check pass  + quirk declared          -> pass, unexpected_pass=True (the engine fixed it)
-    check fail  + behaviour declared      -> quirk
-    check fail  + behaviour not declared  -> fail   (differs from both the reference and the expectation)
-    skip / info / error                   -> unchanged (an expectation may force skip with a reason)
+    check pass  + no quirk declared                 -> pass
+    check pass  + quirk declared (not conditional)  -> quirk-absent (unexpected_pass=True): the engine did what the
+                                                       reference asks, not what the expectation file says
+    check pass  + conditional quirk                 -> pass (the quirk shows only for some requests)
+    check fail  + B == set(Q)                       -> quirk
+    check fail  + conditional Q, B a subset of Q    -> quirk
+    check fail  + a tag of B not in Q               -> fail, the first tag not covered as `behaviour`
+    check fail  + B a strict subset of Q            -> fail: the declared shape did not happen in full
+    check fail  + no quirk declared                 -> fail   (differs from both the reference and the expectation)
+    skip / info / error                             -> unchanged (an expectation may force skip with a reason)
+
+Exit codes: only fail and error make a suite not ok (`conform`, `check-stream`, `run` exit 1; a pytest item fails).
+quirk-absent does not: the engine behaves like the reference, which no client is hurt by. It is counted
+(`counts["quirk-absent"]`, `unexpected_passes`) and shown in every summary so the expectation file gets updated
+(`harness update-expectations` drops it), and an upgrade that turns a quirk into quirk-absent is reported as "the engine
+fixed it" (information, not blocking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -28,11 +42,14 @@ __all__ = [
     "Level",
     "Verdict",
     "Check",
+    "Evidence",
+    "Deviations",
     "status_problem",
     "Case",
     "CaseResult",
     "SuiteDocument",
     "REPORT_FORMAT",
+    "FAILING",
     "passed",
     "failed",
     "skipped",
@@ -56,25 +73,102 @@ class Verdict(str, Enum):
     SKIP = "skip"
     INFO = "info"
     ERROR = "error"
+    QUIRK_ABSENT = "quirk-absent"  # a declared (non-conditional) quirk did not happen: the check passed
+
+
+# verdicts that make a suite not ok (exit code 1); quirk-absent is counted and shown, never a failure
+FAILING = frozenset({Verdict.FAIL.value, Verdict.ERROR.value})
+
+
+@dataclass
+class Evidence:
+    """What one behaviour looked like where it was first seen, and how often it was seen."""
+
+    expected: Any = None
+    actual: Any = None
+    chunk: int | None = None
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
 class Check:
     status: Verdict
-    behaviour: str = ""  # stable tag of the deviation (fail) or observation (info)
+    behaviour: str = ""  # the primary tag: the first deviation (fail) or the observation (info)
     expected: Any = None
     actual: Any = None
     chunk: int | None = None  # index of the offending data chunk, if any
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    behaviours: tuple[str, ...] = ()  # every tag seen, in the order seen; behaviour is the first
+    evidence: dict[str, Evidence] = field(default_factory=dict)  # per tag, when a check collected several
+
+    def __post_init__(self) -> None:
+        tags = tuple(dict.fromkeys(t for t in self.behaviours if t))
+        if self.behaviour and self.behaviour not in tags:
+            tags = (self.behaviour, *tags)
+        self.behaviours = tags
+        self.behaviour = self.behaviour or (tags[0] if tags else "")
+
+
+class Deviations:
+    """The collector for a check that scans many chunks or choices: `add` every deviation as it is seen, then
+    `check()` is one fail carrying every tag (the first seen is primary, with its evidence), or `passed` when none."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Evidence] = {}
+        self._notes: list[str] = []
+
+    def add(self, behaviour: str, expected: Any, actual: Any, chunk: int | None = None, note: str = "") -> None:
+        if behaviour in self._seen:
+            self._seen[behaviour].count += 1
+            return
+        self._seen[behaviour] = Evidence(expected, actual, chunk)
+        if note:
+            self._notes.append(note)
+
+    def merge(self, check: Check) -> None:
+        """Every tag of another check's fail (with its evidence), as if seen here."""
+        if check.status is not Verdict.FAIL:
+            return
+        for tag in check.behaviours:
+            ev = check.evidence.get(tag) or Evidence(check.expected, check.actual, check.chunk)
+            if tag in self._seen:
+                self._seen[tag].count += ev.count
+            else:
+                self._seen[tag] = Evidence(ev.expected, ev.actual, ev.chunk, ev.count)
+
+    def __bool__(self) -> bool:
+        return bool(self._seen)
+
+    @property
+    def behaviours(self) -> tuple[str, ...]:
+        return tuple(self._seen)
+
+    def check(self, otherwise: Check | None = None, note: str = "") -> Check:
+        """The fail for what was seen; `otherwise` (default: a plain pass) when nothing was."""
+        if not self._seen:
+            return otherwise if otherwise is not None else passed(note)
+        tags = self.behaviours
+        first = self._seen[tags[0]]
+        counts = [f"{t} x{e.count}" for t, e in self._seen.items() if e.count > 1]
+        notes = [*self._notes, *([note] if note else []), *(["seen " + ", ".join(counts)] if counts else [])]
+        return Check(Verdict.FAIL, tags[0], first.expected, first.actual, first.chunk, "; ".join(notes),
+                     behaviours=tags, evidence=dict(self._seen))  # fmt: skip
 
 
 def passed(note: str = "", **extra: Any) -> Check:
     return Check(Verdict.PASS, note=note, extra=extra)
 
 
-def failed(behaviour: str, expected: Any, actual: Any, chunk: int | None = None, note: str = "", **extra: Any) -> Check:
-    return Check(Verdict.FAIL, behaviour, expected, actual, chunk, note, extra)
+def failed(
+    behaviour: str | Sequence[str], expected: Any, actual: Any, chunk: int | None = None, note: str = "", **extra: Any
+) -> Check:
+    """A fail; `behaviour` is one tag or every tag seen (the first is primary)."""
+    tags = (behaviour,) if isinstance(behaviour, str) else tuple(behaviour)
+    return Check(Verdict.FAIL, tags[0] if tags else "", expected, actual, chunk, note, extra, behaviours=tags)
 
 
 def skipped(reason: str) -> Check:
@@ -114,7 +208,8 @@ class CaseResult:
     level: str
     requirement: str
     verdict: str
-    behaviour: str = ""
+    behaviour: str = ""  # the primary tag
+    behaviours: list[str] = field(default_factory=list)  # every tag the check saw (reports before it: [behaviour])
     expected: Any = None
     actual: Any = None
     chunk: int | None = None
@@ -123,6 +218,10 @@ class CaseResult:
     unexpected_pass: bool = False
     duration_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.behaviour and not self.behaviours:
+            self.behaviours = [self.behaviour]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,10 +233,13 @@ class CaseResult:
         verdicts = {v.value for v in Verdict}
         if d["verdict"] not in verdicts:
             raise DataError(f"{where}.verdict: must be one of {', '.join(sorted(verdicts))}, got {d['verdict']!r}")
+        tags = _typed(d, "behaviours", list, where)
+        if not all(isinstance(t, str) for t in tags):
+            raise DataError(f"{where}: behaviours: must be a list of tags")
         return cls(
             id=_typed(d, "id", str, where), level=_typed(d, "level", str, where),
             requirement=_typed(d, "requirement", str, where), verdict=d["verdict"],
-            behaviour=_typed(d, "behaviour", str, where), expected=d["expected"], actual=d["actual"],
+            behaviour=_typed(d, "behaviour", str, where), behaviours=tags, expected=d["expected"], actual=d["actual"],
             chunk=_typed(d, "chunk", (int, type(None)), where), note=_typed(d, "note", str, where),
             quirk_reason=_typed(d, "quirk_reason", str, where),
             unexpected_pass=_typed(d, "unexpected_pass", bool, where),
@@ -155,7 +257,7 @@ class SuiteDocument:
     duration_s: float
     aborted: str | None  # why the rest was not run, if it was not
     counts: dict[str, int]  # verdict -> number of cases
-    unexpected_passes: list[str]  # ids of declared quirks that did not happen
+    unexpected_passes: list[str]  # ids of declared quirks that did not happen (verdict quirk-absent)
     cases: list[CaseResult]
     ready_to_report_s: float | None = None  # `conform MANIFEST --out`: engine ready -> report written
     format: int = REPORT_FORMAT

@@ -30,7 +30,16 @@ MAX_REPORT_BYTES = 64 << 20  # a conformance.json is tens of KB
 Doc = SuiteDocument | dict[str, Any]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
-STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta"}
+STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta",
+         "quirk-absent": "bold yellow"}  # fmt: skip
+COUNTED = ("pass", "fail", "quirk", "quirk-absent", "skip", "info", "error")  # the summary line's order
+
+
+def _tags(r: dict[str, Any]) -> str:
+    """The primary behaviour, then the other tags the check saw."""
+    main = r.get("behaviour") or ""
+    others = [t for t in (r.get("behaviours") or []) if t != main]
+    return main + (f" (+{', '.join(others)})" if others else "")
 
 
 def _short(v: Any, n: int = 90) -> str:
@@ -89,11 +98,9 @@ def junit_xml(doc: Doc) -> str:
             name=_xml(r["id"]),
             time=f"{r.get('duration_s', 0):.3f}",
         )
-        detail = f"{r['requirement']}\nbehaviour: {r.get('behaviour')}\nexpected: {_short(r.get('expected'), 500)}\nactual: {_short(r.get('actual'), 500)}\nchunk: {r.get('chunk')}\nnote: {r.get('note')}"
+        detail = f"{r['requirement']}\nbehaviour: {_tags(r)}\nexpected: {_short(r.get('expected'), 500)}\nactual: {_short(r.get('actual'), 500)}\nchunk: {r.get('chunk')}\nnote: {r.get('note')}"
         if r["verdict"] == "fail":
-            ET.SubElement(tc, "failure", message=_xml(f"{r.get('behaviour')}: {_short(r.get('actual'))}")).text = _xml(
-                detail
-            )
+            ET.SubElement(tc, "failure", message=_xml(f"{_tags(r)}: {_short(r.get('actual'))}")).text = _xml(detail)
         elif r["verdict"] == "error":
             ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error"))).text = _xml(detail)
         elif r["verdict"] == "skip":
@@ -138,9 +145,9 @@ def print_table(doc: Doc, console: Any = None) -> None:
     for col in ("case", "level", "verdict", "detail"):
         t.add_column(col, overflow="fold")
     for r in doc.get("cases", []):
-        v = r["verdict"] + (" (unexpected pass)" if r.get("unexpected_pass") else "")
+        v = r["verdict"] + (" (unexpected pass)" if r.get("unexpected_pass") and r["verdict"] == "pass" else "")
         if r["verdict"] in ("fail", "error"):
-            parts = [r.get("behaviour") or ""]
+            parts = [_tags(r)]
             if r.get("expected") is not None or r.get("actual") is not None:
                 parts.append(f"expected {_short(r.get('expected'), 60)}, got {_short(r.get('actual'), 60)}")
             if r.get("chunk") is not None:
@@ -149,7 +156,11 @@ def print_table(doc: Doc, console: Any = None) -> None:
                 parts.append(_short(r["note"], 80))
             detail = " ".join(p for p in parts if p)
         elif r["verdict"] == "quirk":
-            detail = f"{r.get('behaviour')}: {_short(r.get('quirk_reason'), 90)}"
+            detail = (
+                f"{'+'.join(r.get('behaviours') or [r.get('behaviour') or ''])}: {_short(r.get('quirk_reason'), 90)}"
+            )
+        elif r["verdict"] == "quirk-absent":
+            detail = f"passed like the reference; {_short(r.get('note'), 60)} ({_short(r.get('quirk_reason'), 40)})"
         else:
             detail = _short(r.get("note") or (r.get("actual") if r["verdict"] == "info" else ""), 100)
         # server text (error messages, chunk contents) is data, never markup
@@ -157,11 +168,12 @@ def print_table(doc: Doc, console: Any = None) -> None:
                   escape(str(detail)))  # fmt: skip
     console.print(t)
     c = doc.get("counts", {})
-    line = "  ".join(f"{k}={c.get(k, 0)}" for k in ("pass", "fail", "quirk", "skip", "info", "error"))
+    line = "  ".join(f"{k}={c.get(k, 0)}" for k in COUNTED)
     console.print(escape(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}"))
     if doc.get("aborted"):
         console.print(f"[bold magenta]aborted: {escape(str(doc['aborted']))}[/]")
     if doc.get("unexpected_passes"):
         console.print(
-            f"[yellow]expected quirks that no longer happen: {escape(', '.join(doc['unexpected_passes']))}[/]"
+            f"[yellow]quirk-absent (declared quirks that did not happen; not a failure, update the expectation file): "
+            f"{escape(', '.join(doc['unexpected_passes']))}[/]"
         )

@@ -1,6 +1,9 @@
 """Stream-shape checks: pure functions StreamView -> Check. Shared by live runs and `harness check-stream`.
 
 Reference = the OpenAI streaming contract. Every function tolerates any garbage in the view (never raises).
+A check that scans chunks or choices reports every deviation it saw (`Deviations`), each tag naming one exact shape:
+`role-on-every-chunk` is every later delta, `role-repeated` some; `empty-id` is every id "", a mix is `id-changes`;
+`created-changes` never goes backwards, `created-backwards` does. So a declared quirk never covers a partial one.
 A check that looks for something wrong in every chunk skips when there are no chunks (`@needs_chunks`): no observation
 is not a pass (json-chunks reports the empty stream itself), and a vacuous pass would even mark a declared quirk as fixed.
 `SHAPE_CHECKS` maps a check name to (function, level, requirement, kinds it applies to).
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.conformance.model import Check, Level, failed, info, passed, skipped
+from harness.conformance.model import Check, Deviations, Level, failed, info, passed, skipped
 from harness.conformance.view import StreamView, choices
 
 __all__ = ["SHAPE_CHECKS", "streamed_text", "per_index", "is_role_only", "usage_chunk"]
@@ -112,22 +115,29 @@ def content_type(view: StreamView) -> Check:
 def json_chunks(view: StreamView) -> Check:
     if not view.chunks:
         return failed("no-chunks", "at least one data chunk", "none", note=f"stream ended: {view.ended or '?'}")
+    dev = Deviations()
+    raw_len = None
     for c in view.chunks:
         if c.error:
-            return failed("invalid-json", "every data payload is a JSON object", c.error, c.n, raw_len=c.raw_len)
-        if not isinstance(c.obj, dict):
-            return failed("not-an-object", "JSON object", type(c.obj).__name__, c.n)
-        if "error" not in c.obj and not isinstance(c.obj.get("choices"), list):
-            return failed("no-choices-list", "'choices' list", sorted(c.obj)[:10], c.n)
-    return passed(f"{len(view.chunks)} chunks")
+            dev.add("invalid-json", "every data payload is a JSON object", c.error, c.n)
+            raw_len = c.raw_len if raw_len is None else raw_len
+        elif not isinstance(c.obj, dict):
+            dev.add("not-an-object", "JSON object", type(c.obj).__name__, c.n)
+        elif "error" not in c.obj and not isinstance(c.obj.get("choices"), list):
+            dev.add("no-choices-list", "'choices' list", sorted(c.obj)[:10], c.n)
+    chk = dev.check(passed(f"{len(view.chunks)} chunks"))
+    if raw_len is not None:
+        chk.extra["raw_len"] = raw_len
+    return chk
 
 
 @needs_chunks(error_events=True)
 def no_error_event(view: StreamView) -> Check:
+    dev = Deviations()
     for n, obj in view.objects():
         if "error" in obj:
-            return failed("error-event", "no error event for a valid request", obj.get("error"), n)
-    return passed()
+            dev.add("error-event", "no error event for a valid request", obj.get("error"), n)
+    return dev.check()
 
 
 def done_present(view: StreamView) -> Check:
@@ -155,100 +165,162 @@ def nothing_after_done(view: StreamView) -> Check:
 # -- identity fields --------------------------------------------------------------------------------------------
 
 
-def _consistent(view: StreamView, key: str, empty_tag: str | None) -> Check:
-    objs = [(n, o) for n, o in view.objects() if "error" not in o]
+def _identity_chunks(view: StreamView) -> list[tuple[int, dict]]:
+    return [(n, o) for n, o in view.objects() if "error" not in o]
+
+
+def _same_everywhere(view: StreamView, key: str, empty_tag: str, missing_tag: str) -> Check:
+    """One value on every chunk. Every chunk "" is `empty_tag`, every chunk without it `missing_tag`; any mix
+    (of values, or of empty and non-empty) is `<key>-changes`, never the tag of the uniform shape."""
+    objs = _identity_chunks(view)
     if not objs:
         return skipped("no chunks")
     first_n, first = objs[0]
     v0 = first.get(key)
-    if empty_tag and v0 in ("", None):
-        return failed(empty_tag, f"a non-empty {key}", v0, first_n)
     for n, o in objs[1:]:
         if o.get(key) != v0:
             return failed(f"{key}-changes", f"{key} {v0!r} on every chunk", o.get(key), n)
+    if v0 == "":
+        return failed(empty_tag, f'a non-empty {key} (every chunk has "")', v0, first_n)
+    if v0 is None:
+        return failed(missing_tag, f"a non-empty {key} (no chunk has one)", v0, first_n)
     return passed(f"{key}={v0!r}")
 
 
 def consistent_id(view: StreamView) -> Check:
-    return _consistent(view, "id", "empty-id")
-
-
-def consistent_created(view: StreamView) -> Check:
-    return _consistent(view, "created", "missing-created")
+    return _same_everywhere(view, "id", "empty-id", "missing-id")
 
 
 def consistent_model(view: StreamView) -> Check:
-    return _consistent(view, "model", "missing-model")
+    return _same_everywhere(view, "model", "empty-model", "missing-model")
+
+
+def consistent_created(view: StreamView) -> Check:
+    """One created on every chunk. Per-chunk stamps that change but never decrease are `created-changes`; any
+    decrease is `created-backwards` (and not created-changes); chunks without an integer stamp are tagged apart."""
+    objs = _identity_chunks(view)
+    if not objs:
+        return skipped("no chunks")
+    dev = Deviations()
+    stamps: list[tuple[int, int]] = []
+    for n, o in objs:
+        v = o.get("created")
+        if v is None:
+            dev.add("missing-created", "an integer created on every chunk", v, n)
+        elif type(v) is not int:
+            dev.add("created-not-an-integer", "an integer created on every chunk", v, n)
+        else:
+            stamps.append((n, v))
+    back = [(pv, n, v) for (_, pv), (n, v) in zip(stamps, stamps[1:], strict=False) if v < pv]
+    for pv, n, v in back:
+        dev.add("created-backwards", f"created never decreases (was {pv})", v, n)
+    if stamps and not back:
+        for (_, pv), (n, v) in zip(stamps, stamps[1:], strict=False):
+            if v != pv:
+                dev.add("created-changes", f"created {stamps[0][1]} on every chunk", v, n)
+    return dev.check(passed(f"created={stamps[0][1]!r}" if stamps else ""))
 
 
 @needs_chunks()
 def object_name(view: StreamView) -> Check:
     want = OBJECT[_kind(view)]
+    dev = Deviations()
     for n, o in view.objects():
-        if "error" in o:
-            continue
-        if o.get("object") != want:
-            return failed("wrong-object", want, o.get("object"), n)
-    return passed()
+        if "error" not in o and o.get("object") != want:
+            dev.add("wrong-object", want, o.get("object"), n)
+    return dev.check()
 
 
 # -- choices ----------------------------------------------------------------------------------------------------
 
 
 def role_first(view: StreamView) -> Check:
+    """The first delta of each choice is role-only. With role assistant, what else it carries is named apart:
+    content (`no-role-only-chunk`, TGI's text streams), a tool call, a finish_reason."""
     idx = per_index(view)
     if not idx:
         return skipped("no choices in the stream")
+    dev = Deviations()
     for i, seq in sorted(idx.items()):
         n, _, c = seq[0]
         d = _delta(c)
+        want = f"choice {i}: first delta is role-only (role assistant, content '')"
         if d.get("role") is None:
-            return failed("missing-role", f"choice {i}: first delta has role 'assistant'", d, n)
+            dev.add("missing-role", f"choice {i}: first delta has role 'assistant'", d, n)
+            continue
         if d.get("role") != "assistant":
-            return failed("wrong-role", "assistant", d.get("role"), n)
-        if not is_role_only(c):
-            return failed("no-role-only-chunk", f"choice {i}: first delta is role-only (content '')", d, n)
-    return passed(f"{len(idx)} choice index(es)")
+            dev.add("wrong-role", "assistant", d.get("role"), n)
+            continue
+        content = d.get("content")
+        if isinstance(content, str) and content != "":
+            dev.add("no-role-only-chunk", want, d, n)
+        elif content not in ("", None):
+            dev.add("content-not-a-string", want, d, n)
+        if d.get("tool_calls"):
+            dev.add("tool-call-on-role-chunk", want, d, n)
+        if c.get("finish_reason") is not None:
+            dev.add("finish-reason-on-role-chunk", want, c.get("finish_reason"), n)
+    return dev.check(passed(f"{len(idx)} choice index(es)"))
 
 
 @needs_chunks()
 def role_once(view: StreamView) -> Check:
+    """Role only on the first delta. Role assistant on every later delta is `role-on-every-chunk`; on some of them
+    `role-repeated`; any other role on a later delta `role-changes`."""
+    dev = Deviations()
+    judged = 0
     for i, seq in sorted(per_index(view).items()):
-        for n, _, c in seq[1:]:
-            if _delta(c).get("role") is not None:
-                return failed("role-on-every-chunk", f"choice {i}: role only on the first delta", _delta(c), n)
-    return passed()
+        later = [(n, _delta(c)) for n, _, c in seq[1:]]
+        if not later:
+            continue
+        judged += 1
+        want = f"choice {i}: role only on the first delta"
+        for n, d in later:
+            if d.get("role") not in (None, "assistant"):
+                dev.add("role-changes", want, d, n)
+        repeated = [(n, d) for n, d in later if d.get("role") == "assistant"]
+        if len(repeated) == len(later):
+            dev.add("role-on-every-chunk", want, repeated[0][1], repeated[0][0])
+        elif repeated:
+            dev.add("role-repeated", want, f"role on {len(repeated)} of {len(later)} later deltas", repeated[0][0])
+    if not judged:
+        return skipped("no choice has a second delta: nothing to judge")
+    return dev.check()
 
 
 def one_finish_reason(view: StreamView) -> Check:
     idx = per_index(view)
     if not idx:
         return skipped("no choices in the stream")
+    dev = Deviations()
     for i, seq in sorted(idx.items()):
+        want = f"choice {i}: exactly one finish_reason, on its last chunk"
         frs = [(n, c.get("finish_reason")) for n, _, c in seq if c.get("finish_reason") not in (None, "")]
-        if not frs:
-            tag = "no-finish-reason-after-tool-call" if tool_calls(view) else "no-finish-reason"
-            return failed(tag, f"choice {i}: exactly one finish_reason", "none", seq[-1][0])
-        if len(frs) > 1:
-            return failed("multiple-finish-reasons", f"choice {i}: exactly one finish_reason", frs, frs[1][0])
         last_n = seq[-1][0]
-        if frs[0][0] != last_n:
-            return failed("chunks-after-finish", f"choice {i}: finish_reason on its last chunk", frs, last_n)
-    return passed()
+        if not frs:
+            called = any(isinstance(_delta(c).get("tool_calls"), list) and _delta(c)["tool_calls"] for _, _, c in seq)
+            dev.add("no-finish-reason-after-tool-call" if called else "no-finish-reason", want, "none", last_n)
+            continue
+        if len(frs) > 1:
+            dev.add("multiple-finish-reasons", want, frs, frs[1][0])
+        if frs[-1][0] != last_n:
+            dev.add("chunks-after-finish", want, frs, last_n)
+    return dev.check()
 
 
 @needs_chunks()
 def finish_reason_values(view: StreamView) -> Check:
+    dev = Deviations()
     for n, o in view.objects():
         for c in choices(o):
             fr = c.get("finish_reason")
             if fr is None or fr == "":
                 continue
             if not isinstance(fr, str):
-                return failed("finish-reason-not-a-string", sorted(FINISH_REASONS), fr, n)
-            if fr not in FINISH_REASONS:
-                return failed(f"finish-reason-{fr}", sorted(FINISH_REASONS), fr, n)
-    return passed()
+                dev.add("finish-reason-not-a-string", sorted(FINISH_REASONS), fr, n)
+            elif fr not in FINISH_REASONS:
+                dev.add(f"finish-reason-{fr}", sorted(FINISH_REASONS), fr, n)
+    return dev.check()
 
 
 @needs_chunks()
@@ -276,12 +348,18 @@ def usage_last(view: StreamView) -> Check:
             return failed("no-usage", "a final usage chunk (include_usage=true)", "none")
         return skipped("no usage chunk in the stream (usage not requested or not recorded)")
     n, obj = uc
-    if choices(obj) or obj.get("choices") != []:
-        return failed("usage-with-choices", "usage chunk has choices: []", obj.get("choices"), n)
+    dev = Deviations()
+    if choices(obj):
+        # TGI's completions shape: usage rides on the choice's final chunk; usage beside an unfinished choice is not it
+        finished = all(c.get("finish_reason") not in (None, "") for c in choices(obj))
+        tag = "usage-with-choices" if finished else "usage-on-unfinished-choice"
+        dev.add(tag, "usage chunk has choices: []", obj.get("choices"), n)
+    elif obj.get("choices") != []:
+        dev.add("usage-chunk-bad-choices", "usage chunk has choices: []", obj.get("choices"), n)
     data_ns = [c.n for c in view.chunks]
     if data_ns and n != data_ns[-1]:
-        return failed("usage-not-last", "usage chunk is the last data chunk", f"{data_ns[-1] - n} chunk(s) after it", n)
-    return passed()
+        dev.add("usage-not-last", "usage chunk is the last data chunk", f"{data_ns[-1] - n} chunk(s) after it", n)
+    return dev.check()
 
 
 def usage_totals(view: StreamView) -> Check:
@@ -298,6 +376,18 @@ def usage_totals(view: StreamView) -> Check:
     return passed(f"{p}+{c}={t}")
 
 
+def is_bare_finish(c: dict) -> bool:
+    """A finish chunk that carries no output at all (`delta: {}` or content null, no logprobs): no token. A chunk with
+    content "" is a token whose text is held back (incomplete UTF-8), so it is not one of these."""
+    out = _delta(c).get("content") if "delta" in c else c.get("text")
+    return (
+        c.get("finish_reason") not in (None, "")
+        and out is None
+        and not _delta(c).get("tool_calls")
+        and not c.get("logprobs")
+    )
+
+
 def tokens_streamed(view: StreamView) -> int:
     total = 0
     for _, seq in per_index(view).items():
@@ -305,7 +395,7 @@ def tokens_streamed(view: StreamView) -> int:
             lp = c.get("logprobs")
             if isinstance(lp, dict) and isinstance(lp.get("content"), list):
                 total += len(lp["content"])
-            elif not (k == 0 and is_role_only(c)):
+            elif not (k == 0 and is_role_only(c)) and not is_bare_finish(c):
                 total += 1
     return total
 
@@ -329,14 +419,24 @@ _COMPLETION_CHOICE_KEYS = {"index", "text", "logprobs", "finish_reason", "stop_r
 
 @needs_chunks()
 def no_extra_choice_fields(view: StreamView) -> Check:
+    """No extra choice fields. prompt_token_ids on the first chunk of every choice and nowhere else is
+    `prompt-token-ids-on-first-chunk` (vLLM 0.11.0); on the first chunk of only some choices, or on a later chunk,
+    it is tagged apart."""
+    idx = per_index(view)
+    firsts = {id(seq[0][2]) for seq in idx.values()}  # each choice's first chunk (the very dicts choices() yields)
+    on_first = {i for i, seq in idx.items() if seq[0][2].get("prompt_token_ids") is not None}
+    first_tag = "prompt-token-ids-on-first-chunk" if on_first == set(idx) else "prompt-token-ids-on-some-choices"
+    want = "no prompt_token_ids unless requested"
+    dev = Deviations()
     for n, o in view.objects():
         for c in choices(o):
             extra = {k: v for k, v in c.items() if k not in _COMPLETION_CHOICE_KEYS and v is not None}
-            if "prompt_token_ids" in extra:
-                return failed("prompt-token-ids-on-first-chunk", "no prompt_token_ids unless requested", "present", n)
+            if extra.pop("prompt_token_ids", None) is not None:
+                tag = first_tag if id(c) in firsts else "prompt-token-ids-on-later-chunk"
+                dev.add(tag, want, "present", n)
             if extra:
-                return failed("extra-choice-fields", "only OpenAI choice fields carry values", sorted(extra), n)
-    return passed()
+                dev.add("extra-choice-fields", "only OpenAI choice fields carry values", sorted(extra), n)
+    return dev.check()
 
 
 # -- tool calls -------------------------------------------------------------------------------------------------

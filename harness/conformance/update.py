@@ -1,7 +1,9 @@
 """Propose an updated expectation file from a conformance run (WPT's update-expectations, for engine quirks).
 
-Every `fail` becomes a declared quirk (its behaviour tag) with a reason that says what was observed and asks for review;
-every unexpected pass (a declared quirk that no longer happens, and is not `conditional`) is dropped. `error` verdicts
+Every `fail` becomes a declared quirk with a reason that says what was observed and asks for review. A quirk covers
+exactly the tags it lists, so the proposal is the tags the check saw (`behaviours`), replacing a declared list that
+did not match; a `conditional` quirk (any part of its list is the quirk) gains the new tags instead. Every quirk-absent
+(a declared quirk that no longer happens, and is not `conditional`) is dropped. `error` verdicts
 (the harness could not run the case) are listed, never written: they are not engine behaviour. The other sections of the
 file (metrics, cancellation, probes, engine) are kept as they are. The result is a proposal for a person to read: it is
 written to a new file, never over the input unless asked.
@@ -43,10 +45,18 @@ def check_results(results: Any, path: object) -> dict:
         need(r.get("verdict") in VERDICTS, f"{at}.verdict", f"must be one of {', '.join(sorted(VERDICTS))}")
         for key in ("behaviour", "level", "note"):
             need(r.get(key) is None or isinstance(r[key], str), f"{at}.{key}", "must be a string")
+        tags = r.get("behaviours")
+        need(
+            tags is None or (isinstance(tags, list) and all(isinstance(t, str) for t in tags)),
+            f"{at}.behaviours",
+            "must be a list of tags",
+        )
         need(isinstance(r.get("unexpected_pass", False), bool), f"{at}.unexpected_pass", "must be true or false")
         if r["verdict"] == "fail":
-            tag = r.get("behaviour")
-            need(tag is None or (tag.strip() == tag and "\n" not in tag), f"{at}.behaviour", "must be a one-line tag")
+            for tag in [r.get("behaviour"), *(tags or [])]:
+                need(
+                    tag is None or (tag.strip() == tag and "\n" not in tag), f"{at}.behaviour", "must be a one-line tag"
+                )
     return results
 
 
@@ -58,18 +68,23 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
     for r in results.get("cases", []):
         cid, verdict, tag = r.get("id"), r.get("verdict"), r.get("behaviour") or "unspecified"
         if verdict == "fail":
+            seen = [t for t in (r.get("behaviours") or []) if t] or [tag]
             entry = cases.setdefault(cid, {})
-            tags = entry.get("quirk", [])
-            tags = [tags] if isinstance(tags, str) else list(tags)
-            if tag not in tags:
-                tags.append(tag)
+            old = entry.get("quirk", [])
+            old = [old] if isinstance(old, str) else list(old)
+            tags = old + [t for t in seen if t not in old] if entry.get("conditional") else seen
             entry["quirk"] = tags[0] if len(tags) == 1 else tags
-            seen = f"expected {json.dumps(r.get('expected'), default=str)[:120]}, got {json.dumps(r.get('actual'), default=str)[:120]}"
+            saw = f"expected {json.dumps(r.get('expected'), default=str)[:120]}, got {json.dumps(r.get('actual'), default=str)[:120]}"
             entry["reason"] = (
                 entry.get("reason", "") + " | " if entry.get("reason") else ""
-            ) + f"REVIEW: observed {stamp} ({r.get('level')}): {seen}"
-            changes.append(f"+ {cid}: quirk {tag} ({r.get('level')})")
-        elif r.get("unexpected_pass") and cid in cases and not cases[cid].get("conditional"):
+            ) + f"REVIEW: observed {stamp} ({r.get('level')}): {saw}"
+            was = f" (was {'/'.join(old)})" if old and old != tags else ""
+            changes.append(f"+ {cid}: quirk {'/'.join(tags)}{was} ({r.get('level')})")
+        elif (
+            (verdict == "quirk-absent" or r.get("unexpected_pass"))
+            and cid in cases
+            and not cases[cid].get("conditional")
+        ):
             del cases[cid]
             changes.append(f"- {cid}: the declared quirk no longer happens")
         elif verdict == "error":

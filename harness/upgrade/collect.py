@@ -44,7 +44,9 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
         cases = {}
         for r in report.results:
             d = r.to_dict()
-            cases[d["id"]] = {k: d.get(k) for k in ("verdict", "level", "behaviour", "note", "requirement")}
+            cases[d["id"]] = {
+                k: d.get(k) for k in ("verdict", "level", "behaviour", "behaviours", "note", "requirement")
+            }
         return {
             "available": True,
             "expectations": exp.name,

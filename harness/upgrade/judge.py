@@ -6,7 +6,9 @@
     review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed
               response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
               changed engine defaults (cache_config_info values), conformance not run
-    info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware
+    info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
+              declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
+              engine fixed it; the new engine's expectation file drops them)
     safe      none of the blocking or review reasons
 
 Each rule takes (old side, new side, comparison) and returns its reasons in the order the report lists them.
@@ -130,8 +132,17 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
     out = []
-    good = {"pass", "quirk"}
+    good = {"pass", "quirk", "quirk-absent"}  # quirk-absent: the reference behaviour where a quirk was declared
     expected = [r for r in conf["cases"] if r["new_behaviour"] in EXPECTED_BEHAVIOURS and r["old"] != r["new"]]
+    fixed = [r for r in conf["cases"] if r["old"] == "quirk" and r["new"] == "quirk-absent"]
+    if fixed:
+        out.append(
+            _reason(
+                "info",
+                "conformance: declared quirks the new engine no longer shows (it behaves like the reference): "
+                + ", ".join(f"{r['id']} ({r['old_behaviour']})" if r.get("old_behaviour") else r["id"] for r in fixed),
+            )
+        )
     if expected:
         out.append(
             _reason(
@@ -147,7 +158,9 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     ]
     weak = [r for r in broke if r.get("level") != "MUST"]
     broke = [r for r in broke if r not in weak]
-    changed = [r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected]
+    changed = [
+        r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected and r not in fixed
+    ]
     if broke:
         out.append(
             _reason(

@@ -119,6 +119,12 @@ def _conformance(c: dict[str, Any]) -> list[str]:
         + " (every case is in upgrade.json).",
         "",
     ]
+    if any(r["new"] == "quirk-absent" for r in diff):
+        head += [
+            "`quirk-absent`: a quirk the old expectations declare did not happen; the engine behaved like the "
+            "reference there (not a failure).",
+            "",
+        ]
     return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
 
 

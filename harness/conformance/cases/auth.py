@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.conformance.cases.errors import error_shape
+from harness.client import Trace
+from harness.conformance.cases.errors import judge_error
 from harness.conformance.model import Check, failed, passed, skipped
 from harness.conformance.registry import case
 
@@ -17,14 +18,13 @@ async def _send(ctx, key: str | None, method: str, path: str, body=None):
 async def _refused(ctx, key: str | None) -> Check:
     if not ctx.api_key:
         return skipped(NO_KEY)
-    t = await _send(ctx, key, "POST", "/v1/chat/completions", ctx.chat(max_tokens=2))
-    if t.status != 401:
-        return failed(f"status-{t.status}", 401, t.status)
-    doc, err = t.body_json()
-    if err:
-        return failed("non-json-error-body", "an OpenAI error object", t.body[:100].decode("utf-8", "replace"))
-    tag = error_shape(doc)
-    return failed(tag, '{"error": {"message", "type", ...}}', doc) if tag else passed()
+    return judge_refusal(await _send(ctx, key, "POST", "/v1/chat/completions", ctx.chat(max_tokens=2)))
+
+
+def judge_refusal(t: Trace) -> Check:
+    """401 with an OpenAI error object (status and body judged apart: TGI's empty body is `empty-error-body`, vLLM's
+    {"error": "Unauthorized"} `plain-error-string`)."""
+    return judge_error(t, (401,))
 
 
 @case("auth.missing-key", "a request without the API key gets 401 with an OpenAI error object")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.conformance.model import Check, failed, passed
+from harness.conformance.model import Check, Deviations, failed, passed
 from harness.conformance.registry import case
 
 
@@ -36,8 +36,9 @@ async def models(ctx) -> Check:
     if not isinstance(doc, dict) or doc.get("object") != "list" or not isinstance(data, list):
         return failed("models-shape", "{object: list, data: [...]}", doc)
     ids = [m.get("id") for m in data if isinstance(m, dict)]
+    dev = Deviations()
     if any(not isinstance(m, dict) or m.get("object") != "model" for m in data):
-        return failed("model-entry-shape", "each entry has object: model", data[:2])
+        dev.add("model-entry-shape", "each entry has object: model", data[:2])
     if ctx.model and ctx.model not in ids:
-        return failed("served-name-missing", ctx.model, ids)
-    return passed(f"ids={ids}")
+        dev.add("served-name-missing", ctx.model, ids)
+    return dev.check(passed(f"ids={ids}"))

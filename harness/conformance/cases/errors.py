@@ -1,49 +1,59 @@
 """Error statuses and body shapes; an error inside a stream.
 
-Reference body (OpenAI): {"error": {"message": str, "type": str, "param": ..., "code": ...}}.
+Reference body (OpenAI): {"error": {"message": str, "type": str, "param": ..., "code": ...}}. A refusal reports every
+deviation at once, each its own tag: the status (`status-422`), then the body: `empty-error-body` (no bytes at all),
+`non-json-error-body` (text that is not JSON), `plain-error-string` ({"error": "text"}), `no-error-object`,
+`no-error-message`, `no-error-type`; an error event inside a stream also `no-error-code`.
 """
 
 from __future__ import annotations
 
-from harness.conformance.model import Check, failed, passed
+from harness.client import Trace
+from harness.conformance.model import Check, Deviations, failed, passed
 from harness.conformance.registry import case
 from harness.conformance.view import from_trace
 
 CHAT = "/v1/chat/completions"
 
 
-def error_shape(doc) -> str | None:
-    """None when `doc` is an OpenAI error object, else a stable tag naming the deviation."""
+ERROR_OBJECT = '{"error": {"message", "type", ...}}'
+
+
+def error_shapes(doc: object) -> list[str]:
+    """Every way `doc` differs from an OpenAI error object ([] when it is one)."""
     if not isinstance(doc, dict) or "error" not in doc:
-        return "no-error-object"
+        return ["no-error-object"]
     e = doc["error"]
     if isinstance(e, str):
-        return "plain-error-string"
+        return ["plain-error-string"]
     if not isinstance(e, dict):
-        return "no-error-object"
+        return ["no-error-object"]
+    tags = []
     if not isinstance(e.get("message"), str) or not e.get("message"):
-        return "no-error-message"
+        tags.append("no-error-message")
     if "type" not in e:
-        return "no-error-type"
-    return None
+        tags.append("no-error-type")
+    return tags
 
 
-def judge_error(t, statuses: tuple[int, ...]) -> Check:
+def judge_error(t: Trace, statuses: tuple[int, ...]) -> Check:
+    """A refusal with one of `statuses` and an OpenAI error object; the status and the body are judged apart."""
     if t.status is None:
         return failed("no-response", statuses, t.error)
-    doc, err = t.body_json()
+    dev = Deviations()
+    text = t.body[:200].decode("utf-8", "replace")
     if t.status not in statuses:
-        return failed(f"status-{t.status}", list(statuses), t.status, note=t.body[:200].decode("utf-8", "replace"))
-    if err:
-        return failed(
-            "non-json-error-body",
-            "a JSON error object",
-            t.body[:200].decode("utf-8", "replace"),
-            note=f"content-type {t.content_type}",
-        )
-    tag = error_shape(doc)
-    if tag:
-        return failed(tag, '{"error": {"message", "type", ...}}', doc)
+        dev.add(f"status-{t.status}", list(statuses), t.status, note=text)
+    doc, err = t.body_json()
+    if not t.body:
+        dev.add("empty-error-body", "a JSON error object", "", note=f"content-type {t.content_type or '(none)'}")
+    elif err:
+        dev.add("non-json-error-body", "a JSON error object", text, note=f"content-type {t.content_type}")
+    else:
+        for tag in error_shapes(doc):
+            dev.add(tag, ERROR_OBJECT, doc)
+    if dev:
+        return dev.check()
     return passed(f"{t.status} {doc['error'].get('type')}: {doc['error']['message'][:80]}")
 
 
@@ -92,7 +102,12 @@ async def wrong_ct(ctx) -> Check:
 async def in_stream(ctx) -> Check:
     # A token id outside every vocabulary: engines validate it only when generation starts.
     body = {"model": ctx.model, "prompt": [2_000_000_000], "max_tokens": 4, "stream": True}
-    t = await ctx.post("/v1/completions", body)
+    return judge_in_stream(await ctx.post("/v1/completions", body))
+
+
+def judge_in_stream(t: Trace) -> Check:
+    """A 4xx before streaming is judged as a refusal; a 200 stream needs an error event with message, type and
+    code (each missing one its own tag: TGI's event lacks type and code) and then [DONE]."""
     if t.status is not None and 400 <= t.status < 500:
         r = judge_error(t, (t.status,))
         if r.status.value == "pass":
@@ -110,13 +125,13 @@ async def in_stream(ctx) -> Check:
     if not errs:
         return failed("no-error-event", "an SSE error event", [c.obj for c in v.chunks][:3])
     n, doc = errs[0]
-    tag = error_shape(doc)
-    if tag is None and "code" not in doc["error"]:
-        tag = "error-event-shape"
-    if tag:
-        return failed(
-            "error-event-shape" if tag != "plain-error-string" else tag, '{"error": {"message","type","code"}}', doc, n
-        )
+    dev = Deviations()
+    for tag in error_shapes(doc):
+        dev.add(tag, '{"error": {"message","type","code"}}', doc, n)
+    if isinstance(doc["error"], dict) and "code" not in doc["error"]:
+        dev.add("no-error-code", '{"error": {"message","type","code"}}', doc, n)
     if "done" not in v.kinds:
-        return failed("no-done-after-error", "[DONE] after the error event", v.kinds)
+        dev.add("no-done-after-error", "[DONE] after the error event", v.kinds)
+    if dev:
+        return dev.check()
     return passed(f"code={doc['error'].get('code')}: {doc['error']['message'][:60]}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness.conformance.model import Check, Level, failed, passed, skipped
+from harness.conformance.model import Check, Deviations, Level, failed, passed, skipped
 from harness.conformance.registry import case
 
 NO_CONTRACT = "the expectation file declares no metrics contract"
@@ -34,15 +34,18 @@ async def required(ctx) -> Check:
     s = await _scrape(ctx)
     if not s.ok:
         return failed("unparseable", "a parseable scrape", s.error)
+    dev = Deviations()
     missing = [n for n in req if s.family(n) is None]
     if missing:
-        return failed("missing-metric", sorted(req), f"missing: {missing}", note=", ".join(missing[:5]))
+        dev.add("missing-metric", sorted(req), f"missing: {missing}", note=", ".join(missing[:5]))
     wrong = {
-        n: s.family(n).type for n, spec in req.items() if (spec or {}).get("type") and s.family(n).type != spec["type"]
+        n: s.family(n).type
+        for n, spec in req.items()
+        if (spec or {}).get("type") and s.family(n) is not None and s.family(n).type != spec["type"]
     }
     if wrong:
-        return failed("wrong-type", {n: req[n]["type"] for n in wrong}, wrong)
-    return passed(f"{len(req)} metrics")
+        dev.add("wrong-type", {n: req[n]["type"] for n in wrong}, wrong)
+    return dev.check(passed(f"{len(req)} metrics"))
 
 
 @case("metrics.labels", "every required metric carries its declared labels")
@@ -80,13 +83,14 @@ async def info_metric(ctx) -> Check:
     if f is None or not f.samples:
         return failed("missing-metric", spec["name"], "absent")
     want = set(spec.get("labels") or [])
+    dev = Deviations()
     if not want <= f.label_names():
-        return failed("missing-labels", sorted(want), sorted(f.label_names()))
+        dev.add("missing-labels", sorted(want), sorted(f.label_names()))
     first = f.samples[0]
     if first.value != 1.0:
-        return failed("info-value", 1.0, first.value)
+        dev.add("info-value", 1.0, first.value)
     lab = first.labels
-    return passed(", ".join(f"{k}={lab.get(k)}" for k in sorted(want)[:4]))
+    return dev.check(passed(", ".join(f"{k}={lab.get(k)}" for k in sorted(want)[:4])))
 
 
 @case("metrics.counters-monotonic", "counters never decrease, and the declared ones grow across one request")
@@ -106,9 +110,10 @@ async def monotonic(ctx) -> Check:
             break
     if not (before.ok and after and after.ok):
         return failed("unparseable", "parseable scrapes", before.error or (after and after.error))
+    dev = Deviations()
     stuck = [n for n in grow if (after.value(n) or 0) <= (before.value(n) or 0)]
     if stuck:
-        return failed("counter-not-growing", grow, {n: (before.value(n), after.value(n)) for n in stuck})
+        dev.add("counter-not-growing", grow, {n: (before.value(n), after.value(n)) for n in stuck})
     for fam in before.families.values():
         if fam.type != "counter":
             continue
@@ -117,7 +122,9 @@ async def monotonic(ctx) -> Check:
                 continue
             v2 = after.value(s.name, **s.labels)
             if v2 is not None and v2 < s.value:
-                return failed("counter-decreased", f"{s.name} >= {s.value}", v2)
+                dev.add("counter-decreased", f"{s.name} >= {s.value}", v2)
+    if dev:
+        return dev.check()
     return passed(", ".join(f"{n}: {before.value(n):g}->{after.value(n):g}" for n in grow))
 
 

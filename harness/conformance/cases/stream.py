@@ -1,9 +1,11 @@
-"""Streaming shape (chat and completions), n=2, usage options, stream == non-stream."""
+"""Streaming shape (chat and completions), n=2, usage options, stream == non-stream. The cases that are more than one
+shape check judge through a pure `judge_*` function of the recorded trace."""
 
 from __future__ import annotations
 
+from harness.client import Trace
 from harness.conformance.context import probe
-from harness.conformance.model import Check, Level, failed, passed, skipped, status_problem
+from harness.conformance.model import Check, Deviations, Level, failed, passed, skipped, status_problem
 from harness.conformance.registry import case, shape_cases
 from harness.conformance.shape import SHAPE_CHECKS, one_finish_reason, per_index, role_first, streamed_text
 from harness.conformance.view import choices, from_trace
@@ -40,50 +42,87 @@ def _no_chunks(t) -> Check:
     "chat.stream.n2-role-first", "with n=2 each choice index gets its own role-only first delta and one finish_reason"
 )
 async def n2(ctx) -> Check:
-    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
+    return judge_n2(
+        await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=8, n=2, stream=True, temperature=0.8, seed=1))
+    )
+
+
+def judge_n2(t: Trace) -> Check:
+    """Choice indexes [0, 1], each judged by role-first and one-finish-reason; every tag of all three is reported.
+    One choice only (index 0) is `n-ignored`; any other set of indexes `wrong-choice-indexes`."""
     if (p := status_problem(t)) is not None:
         return p
     v = from_trace(t)
-    idx = per_index(v)
-    if sorted(idx) != [0, 1]:
-        return failed("n-ignored", "choice indexes [0, 1]", sorted(idx))
-    r = role_first(v)
-    return r if r.status.value != "pass" else one_finish_reason(v)
+    idx = sorted(per_index(v))
+    if not idx:
+        return failed(
+            "no-choices", "choice indexes [0, 1]", [], note=f"{len(v.chunks)} chunks, stream ended: {t.ended}"
+        )
+    dev = Deviations()
+    if idx == [0]:
+        dev.add("n-ignored", "choice indexes [0, 1]", idx)
+    elif idx != [0, 1]:
+        dev.add("wrong-choice-indexes", "choice indexes [0, 1]", idx)
+    dev.merge(role_first(v))
+    dev.merge(one_finish_reason(v))
+    return dev.check()
 
 
 @case("chat.stream.no-usage-without-option", "without stream_options no chunk carries usage")
 async def no_usage(ctx) -> Check:
-    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True))
+    return judge_no_usage(await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True)))
+
+
+def judge_no_usage(t: Trace) -> Check:
     if (p := status_problem(t)) is not None:
         return p
     objs = from_trace(t).objects()
     if not objs:
         return _no_chunks(t)
+    dev = Deviations()
     for n, o in objs:
         if o.get("usage") is not None:
-            return failed("usage-without-option", "no usage (or usage: null)", o.get("usage"), n)
-    return passed()
+            dev.add("usage-without-option", "no usage (or usage: null)", o.get("usage"), n)
+    return dev.check()
 
 
 @case("chat.stream.continuous-usage", "continuous_usage_stats puts running usage on every chunk", Level.SHOULD)
 async def continuous(ctx) -> Check:
     so = {"include_usage": True, "continuous_usage_stats": True}
-    t = await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True, stream_options=so))
+    return judge_continuous_usage(
+        await ctx.post("/v1/chat/completions", ctx.chat(max_tokens=6, stream=True, stream_options=so))
+    )
+
+
+def judge_continuous_usage(t: Trace) -> Check:
+    """Usage on every chunk, completion_tokens never decreasing. Usage only on the final chunk (the option ignored,
+    include_usage kept: TGI) is `no-continuous-usage`; on some chunks but not all `continuous-usage-gaps`; on none
+    `no-usage`."""
     if (p := status_problem(t)) is not None:
         return p
     objs = from_trace(t).objects()
     if not objs:
         return _no_chunks(t)
+    bare = [n for n, o in objs if not isinstance(o.get("usage"), dict)]
+    if len(bare) == len(objs):
+        tag = "no-usage"
+    elif bare == [n for n, _ in objs[:-1]]:
+        tag = "no-continuous-usage"
+    else:
+        tag = "continuous-usage-gaps"
+    dev = Deviations()
     last = -1
     for n, o in objs:
         u = o.get("usage")
         if not isinstance(u, dict):
-            return failed("no-continuous-usage", "usage on every chunk", None, n)
+            dev.add(tag, "usage on every chunk", None, n)
+            continue
         c = u.get("completion_tokens")
-        if not isinstance(c, int) or c < last:
-            return failed("usage-not-monotonic", f"completion_tokens >= {last}", c, n)
-        last = c
-    return passed(f"{len(objs)} chunks, final completion_tokens={last}")
+        if type(c) is not int or c < last:
+            dev.add("usage-not-monotonic", f"completion_tokens >= {last}", c, n)
+        else:
+            last = c
+    return dev.check(passed(f"{len(objs)} chunks, final completion_tokens={last}"))
 
 
 async def _equals(ctx, path: str, body: dict) -> Check:

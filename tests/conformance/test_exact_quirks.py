@@ -1,0 +1,456 @@
+"""Exact quirks: a declared quirk covers exactly the shape it names (issue 9, item 2).
+
+For every quirk in the three expectation files: the declared shape is `quirk`, and a stream or response that matches
+neither the reference nor the declared quirk (a part of it, or a neighbour) is `fail` with the tag of what it did.
+The table must name every declared quirk, so a new quirk without its two tests fails here. Every input is recorded
+data (chunk lists, traces, the SDK's chunks as dicts) judged by the same pure functions the live cases use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.client import Trace, TraceEvent
+from harness.client.sse import parse_sse_bytes
+from harness.conformance.cases.auth import judge_refusal
+from harness.conformance.cases.errors import judge_error, judge_in_stream
+from harness.conformance.cases.requests import (
+    judge_arguments_schema,
+    judge_logprobs,
+    judge_nonstream_shape,
+    judge_sdk_chunks,
+    judge_stop_cut,
+    judge_stop_finish,
+    judge_tools_present,
+)
+from harness.conformance.cases.stream import judge_continuous_usage, judge_n2
+from harness.conformance.expectations import load_expectations, resolve
+from harness.conformance.model import Case, Check
+from harness.conformance.suite import all_cases
+from harness.conformance.view import StreamView, from_chunks
+from harness.settings import EXPECTATIONS_DIR
+
+EXPECTATION_FILES = ("tgi-3.3.5", "vllm-0.11", "vllm-0.32")
+CASES = {c.id: c for c in all_cases()}
+
+
+# -- recorded data, built the way engines send it -----------------------------------------------------------------
+
+
+def chunk(content: str | None = "tok", *, role: str | None = "assistant", finish: str | None = None, index: int = 0,
+          id: str = "", created: int = 1, tool_calls: list | None = None, logprobs: Any = None,
+          usage: Any = None) -> dict:  # fmt: skip
+    """One chat chunk; the defaults are TGI's shape (role on the delta, id "")."""
+    delta: dict[str, Any] = {}
+    if role is not None:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
+    choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+    return {"object": "chat.completion.chunk", "id": id, "created": created, "model": "m", "choices": [choice],
+            "usage": usage}  # fmt: skip
+
+
+def usage_chunk(choices: list | None = None, **kw: Any) -> dict:
+    c = chunk(**kw)
+    c["choices"], c["usage"] = choices or [], {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    return c
+
+
+def completion(text: str = "tok", *, finish: str = "", id: str = "", created: int = 1, **extra: Any) -> dict:
+    """One completions chunk (TGI: finish_reason "" until the last)."""
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, **extra}
+    return {"object": "text_completion", "id": id, "created": created, "model": "m", "choices": [choice]}
+
+
+def tgi_text(n: int = 3, finish: str = "length", **kw: Any) -> list[dict]:
+    """TGI's text stream: role on every delta, no role-only chunk, finish_reason on the last token's chunk."""
+    return [chunk(f"t{i}", finish=finish if i == n - 1 else None, **kw) for i in range(n)]
+
+
+def tgi_tools(finish: str | None = None) -> list[dict]:
+    """TGI's tool-call stream: role and a fragment on every delta, no finish_reason anywhere."""
+    frags = ['"', "cel", 'sius"']
+    out = []
+    for i, a in enumerate(frags):
+        fn = {"name": "pick_unit" if i == 0 else None, "arguments": a}
+        tc = [{"index": 0, "id": "0", "type": "function", "function": fn}]
+        out.append(chunk(None, tool_calls=tc, finish=finish if i == len(frags) - 1 else None))
+    return out
+
+
+def sse(objs: list[Any], *, done: bool = True, status: int = 200) -> Trace:
+    """A recorded SSE answer, as the trace client stores it."""
+    blob = b"".join(b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs)
+    blob += b"data: [DONE]\n\n" if done else b""
+    t = Trace("POST", "http://127.0.0.1:1/v1/chat/completions", status=status, body=blob, sse=True, ended="eof",
+              headers={"content-type": "text/event-stream"})  # fmt: skip
+    t.events = [TraceEvent(0, e.kind, e.raw, e.data, e.oversized) for e in parse_sse_bytes(blob)]
+    t.events.append(TraceEvent(0, "eof"))
+    return t
+
+
+def answer(status: int, body: Any = None, ctype: str = "application/json") -> Trace:
+    """A recorded non-stream answer: `body` as JSON, or bytes as they came."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"content-type": ctype} if ctype else {}
+    return Trace("POST", "http://127.0.0.1:1/v1/chat/completions", status=status, headers=headers, body=raw)
+
+
+def view(objs: list[Any]) -> StreamView:
+    return from_chunks(objs)
+
+
+def shape(case_id: str) -> Callable[[Any], Check]:
+    fn = CASES[case_id].shape
+    assert fn is not None, case_id
+    return lambda objs: fn(view(objs))
+
+
+def sdk_dump(objs: list[dict]) -> list[dict]:
+    """What `ChatCompletionChunk.model_dump()` gives for these chunks (every field, None where unset)."""
+    from openai.types.chat import ChatCompletionChunk
+
+    return [ChatCompletionChunk.model_validate({**o, "id": o["id"] or "x"}).model_dump() for o in objs]
+
+
+PLAIN_ERROR = {"error": "Input validation error: `temperature` must be strictly positive", "error_type": "validation"}
+FULL = "Hello, I am a stand-in"  # the greedy text; the stop string "e" first occurs at 1
+TOOL_ARGS = [{"index": 0, "id": "c1", "type": "function", "function": {"name": "pick_unit", "arguments": '"kelvin"'}}]
+
+
+def role_only(**kw: Any) -> dict:
+    return chunk("", **kw)
+
+
+def lp(with_bytes: bool) -> dict:
+    e = {
+        "token": "t",
+        "logprob": -0.5,
+        "top_logprobs": [{"token": "t", "logprob": -0.5}, {"token": "x", "logprob": -1}],
+    }
+    return {"content": [{**e, "bytes": [116]} if with_bytes else e]}
+
+
+# -- the table: (expectation, case id) -> (judge, the declared shape, another shape, the tag that other shape gets) --
+
+Row = tuple[Callable[[Any], Check], Any, Any, str]
+
+TGI: dict[str, Row] = {
+    "chat.stream.role-first": (shape("chat.stream.role-first"), tgi_text(), [chunk("Hi", role=None), *tgi_text()[1:]],
+                               "missing-role"),
+    "chat.stream.role-once": (shape("chat.stream.role-once"), tgi_text(4),
+                              [*tgi_text(4)[:2], chunk("x", role=None), tgi_text(4)[3]], "role-repeated"),
+    "chat.stream.consistent-id": (shape("chat.stream.consistent-id"), tgi_text(),
+                                  [*tgi_text()[:2], chunk("x", id="chatcmpl-1", finish="length")], "id-changes"),
+    "completions.stream.consistent-id": (shape("completions.stream.consistent-id"),
+                                         [completion(), completion(finish="length")],
+                                         [completion(), completion(finish="length", id="cmpl-1")], "id-changes"),
+    "chat.stream.consistent-created": (shape("chat.stream.consistent-created"),
+                                       [chunk(created=5), chunk(created=5), chunk(created=6, finish="length")],
+                                       [chunk(created=5), chunk(created=6), chunk(created=5, finish="length")],
+                                       "created-backwards"),
+    "completions.stream.consistent-created": (shape("completions.stream.consistent-created"),
+                                              [completion(created=5), completion(created=6, finish="length")],
+                                              [completion(created=6), completion(created=5, finish="length")],
+                                              "created-backwards"),
+    "chat.stream.one-finish-reason": (shape("chat.stream.one-finish-reason"), tgi_tools(), tgi_text(finish=None),
+                                      "no-finish-reason"),
+    "chat.tools.finish-reason": (shape("chat.tools.finish-reason"), tgi_tools(), tgi_tools(finish="length"),
+                                 "finish-reason-length"),
+    "chat.stream.finish-reason-values": (shape("chat.stream.finish-reason-values"), tgi_text(finish="stop_sequence"),
+                                         tgi_text(finish="eos_token"), "finish-reason-eos_token"),
+    "completions.stream.finish-reason-values": (shape("completions.stream.finish-reason-values"),
+                                                [completion(), completion(finish="eos_token")],
+                                                [completion(), completion(finish="end_turn")],
+                                                "finish-reason-end_turn"),
+    "completions.stream.usage-last": (
+        shape("completions.stream.usage-last"),
+        [completion(), {**completion(finish="length"), "usage": {"prompt_tokens": 1, "completion_tokens": 2,
+                                                                  "total_tokens": 3}}],
+        [completion(), {**completion(), "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}],
+        "usage-on-unfinished-choice",
+    ),
+    "sdk.openai.stream": (judge_sdk_chunks, sdk_dump([*tgi_text(2), usage_chunk()]), sdk_dump(tgi_text(2)),
+                          "no-usage-chunk"),
+    "chat.nonstream.shape": (
+        judge_nonstream_shape,
+        answer(200, {"object": "chat.completion", "id": "", "choices": [{"index": 0, "finish_reason": "length",
+               "message": {"role": "assistant", "content": "Hi"}}],
+               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+        answer(200, {"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "length",
+               "message": {"role": "assistant", "content": "Hi"}}],
+               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+        "missing-id",
+    ),
+    "chat.stop.string-finish-reason": (lambda objs: judge_stop_finish(view(objs), "e"),
+                                       tgi_text(1, finish="stop_sequence"), tgi_text(finish="length"),
+                                       "finish-reason-length"),
+    "chat.stop.string-cut": (lambda objs: judge_stop_cut(view(objs), "e", 1, FULL),
+                             [chunk("Hello", finish="stop_sequence")],
+                             [chunk("Hello"), chunk(","), chunk(" I", finish="length")], "stop-string-ignored"),
+    # a single choice whose first delta is role-only: n ignored, but not TGI's whole shape
+    "chat.stream.n2-role-first": (judge_n2, sse(tgi_text()), sse([role_only(), *tgi_text()]), "n-ignored"),
+    "chat.stream.continuous-usage": (judge_continuous_usage, sse([*tgi_text(), usage_chunk()]),
+                                     sse([chunk(usage={"completion_tokens": 1}), chunk(), usage_chunk()]),
+                                     "continuous-usage-gaps"),
+    "chat.logprobs.shape": (
+        lambda objs: judge_logprobs(view(objs)),
+        [chunk(logprobs=lp(False)) for _ in range(3)],
+        [chunk(logprobs=lp(False)), chunk(logprobs=lp(True)), chunk(logprobs=lp(False))],
+        "bytes-missing-on-some",
+    ),
+    "errors.in-stream": (judge_in_stream, sse([{"error": {"message": "boom", "http_status_code": 422}}]),
+                         sse([{"error": {"message": "boom", "http_status_code": 422}}], done=False),
+                         "no-done-after-error"),
+    "errors.context-length": (lambda t: judge_error(t, (400,)), answer(422, PLAIN_ERROR),
+                              answer(422, b"Input validation error", "text/plain"), "non-json-error-body"),
+    "errors.invalid-parameter": (lambda t: judge_error(t, (400,)), answer(422, PLAIN_ERROR), answer(500, PLAIN_ERROR),
+                                 "status-500"),
+    "errors.malformed-json": (lambda t: judge_error(t, (400,)), answer(400, b"Failed to parse", "text/plain"),
+                              answer(422, b"Failed to deserialize", "text/plain"), "status-422"),
+    "errors.content-type": (lambda t: judge_error(t, (400, 415)), answer(415, b"Expected JSON", "text/plain"),
+                            answer(415, b"", ""), "empty-error-body"),
+    "auth.missing-key": (judge_refusal, answer(401, b"", ""), answer(401, b"Unauthorized", "text/plain"),
+                         "non-json-error-body"),
+    "auth.wrong-key": (judge_refusal, answer(401, b"", ""), answer(403, b"", ""), "status-403"),
+}  # fmt: skip
+
+VLLM_AUTH: dict[str, Row] = {
+    "auth.missing-key": (judge_refusal, answer(401, {"error": "Unauthorized"}),
+                         answer(401, {"error": {"message": "Unauthorized"}}), "no-error-type"),
+    "auth.wrong-key": (judge_refusal, answer(401, {"error": "Unauthorized"}), answer(401, b"", ""),
+                       "empty-error-body"),
+}  # fmt: skip
+
+VLLM_011: dict[str, Row] = {
+    "completions.stream.no-extra-fields": (
+        shape("completions.stream.no-extra-fields"),
+        [completion(prompt_token_ids=[1, 2]), completion(prompt_token_ids=None, finish="length")],
+        [completion(prompt_token_ids=[1, 2]), completion(prompt_token_ids=[1, 2], finish="length")],
+        "prompt-token-ids-on-later-chunk",
+    ),
+    **VLLM_AUTH,
+}
+
+VLLM_032: dict[str, Row] = {
+    "chat.tools.present": (judge_tools_present, answer(400, {"error": {"message": "no parser", "type": "x"}}),
+                           sse([role_only(), chunk("celsius", role=None, finish="stop")]), "no-tool-calls"),
+    "chat.tools.arguments-schema": (judge_arguments_schema, answer(400, {"error": {"message": "no parser", "type": "x"}}),
+                                    sse([role_only(), chunk(None, role=None, tool_calls=TOOL_ARGS)]),
+                                    "schema-mismatch"),
+    **VLLM_AUTH,
+}  # fmt: skip
+
+TABLE: dict[tuple[str, str], Row] = {
+    **{("tgi-3.3.5", k): v for k, v in TGI.items()},
+    **{("vllm-0.11", k): v for k, v in VLLM_011.items()},
+    **{("vllm-0.32", k): v for k, v in VLLM_032.items()},
+}
+
+
+def declared() -> set[tuple[str, str]]:
+    out = set()
+    for name in EXPECTATION_FILES:
+        raw = yaml.safe_load((EXPECTATIONS_DIR / f"{name}.yaml").read_text())
+        out |= {(name, cid) for cid, entry in (raw.get("cases") or {}).items() if "quirk" in entry}
+    return out
+
+
+def test_the_table_covers_every_declared_quirk():
+    assert set(TABLE) == declared(), {"no test": declared() - set(TABLE), "not declared": set(TABLE) - declared()}
+
+
+def _resolved(key: tuple[str, str], which: int, exp_name: str | None = None):
+    judge = TABLE[key][0]
+    case: Case = CASES[key[1]]
+    return resolve(case, judge(TABLE[key][which]), load_expectations(exp_name or key[0]))
+
+
+@pytest.mark.parametrize("key", sorted(TABLE), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_the_declared_shape_is_the_quirk(key):
+    exp = load_expectations(key[0])
+    r = _resolved(key, 1)
+    assert r.verdict == "quirk", (r.behaviours, r.note)
+    quirks = set(exp.quirks(key[1]))
+    if exp.cases[key[1]].get("conditional"):
+        assert set(r.behaviours) <= quirks
+    else:
+        assert set(r.behaviours) == quirks
+
+
+@pytest.mark.parametrize("key", sorted(TABLE), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_another_shape_fails_with_the_tag_of_what_it_did(key):
+    tag = TABLE[key][3]
+    r = _resolved(key, 2)
+    assert r.verdict == "fail" and r.behaviour == tag, (r.behaviour, r.behaviours, r.note)
+    assert "declared quirk" in r.note  # says which declared quirk it did not match
+    assert _resolved(key, 2, "openai").verdict == "fail"  # and it is not the reference either
+
+
+# -- the issue's three examples, on TGI's own recording ------------------------------------------------------------
+
+
+def _recording() -> list[dict]:
+    from .conftest import FIXTURES
+
+    return json.loads((FIXTURES / "test_flash_llama_completion_stream_usage.json").read_text())
+
+
+def _tgi(case_id: str, objs: list[dict]):
+    return resolve(CASES[case_id], CASES[case_id].shape(view(objs)), load_expectations("tgi-3.3.5"))
+
+
+def test_one_delta_without_the_role_is_not_role_on_every_chunk():
+    objs = _recording()
+    assert _tgi("chat.stream.role-once", objs).verdict == "quirk"
+    del objs[3]["choices"][0]["delta"]["role"]
+    r = _tgi("chat.stream.role-once", objs)
+    assert (r.verdict, r.behaviour, r.chunk) == ("fail", "role-repeated", 1)
+
+
+def test_one_chunk_with_an_id_is_not_empty_id():
+    objs = _recording()
+    objs[2]["id"] = "chatcmpl-2"
+    r = _tgi("chat.stream.consistent-id", objs)
+    assert (r.verdict, r.behaviour, r.chunk) == ("fail", "id-changes", 2)
+
+
+def test_created_going_backwards_is_not_created_changes():
+    objs = _recording()
+    assert _tgi("chat.stream.consistent-created", objs).verdict == "quirk"
+    objs[5]["created"] = objs[0]["created"] - 1
+    r = _tgi("chat.stream.consistent-created", objs)
+    assert (r.verdict, r.behaviour, r.chunk) == ("fail", "created-backwards", 5)
+
+
+# -- the resolution rule -------------------------------------------------------------------------------------------
+
+
+def test_every_tag_is_reported_and_an_uncovered_one_is_primary_with_its_evidence():
+    objs = tgi_text(3)
+    objs[2]["choices"][0]["delta"]["role"] = "user"  # the role changes on one delta, so it repeats on only one
+    chk = CASES["chat.stream.role-once"].shape(view(objs))
+    assert chk.behaviours == ("role-changes", "role-repeated")
+    r = resolve(CASES["chat.stream.role-once"], chk, load_expectations("tgi-3.3.5"))
+    assert r.verdict == "fail" and r.behaviour == "role-changes" and r.behaviours == ["role-changes", "role-repeated"]
+    assert r.extra["not_covered"] == ["role-changes", "role-repeated"] and set(r.extra["evidence"]) == set(r.behaviours)
+
+
+def test_a_declared_list_that_happened_only_in_part_fails_and_says_so():
+    r = _resolved(("tgi-3.3.5", "chat.stream.n2-role-first"), 2)
+    assert r.behaviours == ["n-ignored"] and "happened only in part: no no-role-only-chunk" in r.note
+
+
+def test_a_conditional_list_takes_any_part_but_nothing_else():
+    case = CASES["completions.stream.finish-reason-values"]
+    exp = load_expectations("tgi-3.3.5")
+    both = [completion(finish="eos_token"), completion(finish="stop_sequence")]
+    assert resolve(case, case.shape(view(both)), exp).verdict == "quirk"
+    odd = [completion(finish="eos_token"), completion(finish="end_turn")]
+    r = resolve(case, case.shape(view(odd)), exp)
+    assert r.verdict == "fail" and r.behaviour == "finish-reason-end_turn"
+    assert r.behaviours == ["finish-reason-eos_token", "finish-reason-end_turn"]
+
+
+# -- quirk-absent: its own verdict, never a failing exit code -------------------------------------------------------
+
+REFERENCE = [
+    chunk("", id="chatcmpl-1"),
+    chunk("Hi", role=None, id="chatcmpl-1"),
+    chunk("!", role=None, id="chatcmpl-1", finish="stop"),
+]
+
+
+def test_a_declared_quirk_that_did_not_happen_is_quirk_absent():
+    case = CASES["chat.stream.role-once"]
+    r = resolve(case, case.shape(view(REFERENCE)), load_expectations("tgi-3.3.5"))
+    assert r.verdict == "quirk-absent" and r.unexpected_pass and "did not happen" in r.note
+    cond = CASES["chat.stream.consistent-created"]  # conditional: absence is a plain pass
+    assert resolve(cond, cond.shape(view(REFERENCE)), load_expectations("tgi-3.3.5")).verdict == "pass"
+
+
+def test_quirk_absent_is_counted_but_the_exit_code_stays_zero(tmp_path, capsys):
+    from harness.cli import main
+    from harness.conformance.runner import SuiteReport
+
+    case = CASES["chat.stream.role-once"]
+    r = resolve(case, case.shape(view(REFERENCE)), load_expectations("tgi-3.3.5"))
+    rep = SuiteReport(engine={}, expectations="tgi-3.3.5", results=[r])
+    assert rep.ok and rep.counts()["quirk-absent"] == 1 and rep.to_dict()["unexpected_passes"] == [case.id]
+    f = tmp_path / "reference.json"
+    f.write_text(json.dumps(REFERENCE))
+    assert main(["check-stream", str(f), "--expect", "tgi-3.3.5"]) == 0
+    out = capsys.readouterr().out
+    assert "quirk-absent chat.stream.role-once" in out and "quirk-absent chat.stream.consistent-id" in out
+
+
+def test_quirk_absent_reads_back_and_shows_in_the_outputs(tmp_path):
+    from rich.console import Console
+
+    from harness.conformance.report import junit_xml, print_table, read_report, write_outputs
+    from harness.conformance.runner import SuiteReport
+
+    case = CASES["chat.stream.role-once"]
+    r = resolve(case, case.shape(view(REFERENCE)), load_expectations("tgi-3.3.5"))
+    doc = SuiteReport(engine={}, expectations="tgi-3.3.5", results=[r]).to_dict()
+    write_outputs(doc, tmp_path)
+    back = read_report(tmp_path / "conformance.json")
+    assert back.cases[0].verdict == "quirk-absent" and back.counts["quirk-absent"] == 1
+    assert "<failure" not in junit_xml(doc)
+    console = Console(record=True, width=200)
+    print_table(doc, console)
+    text = console.export_text()
+    assert "quirk-absent=1" in text and "fail=0" in text and "quirk-absent (declared quirks that did not" in text
+
+
+def test_an_old_report_without_behaviours_still_reads():
+    from harness.conformance.model import CaseResult
+
+    old = {"id": "a.b", "level": "MUST", "requirement": "r", "verdict": "fail", "behaviour": "role-on-every-chunk"}
+    assert CaseResult.from_dict(old).behaviours == ["role-on-every-chunk"]
+    assert CaseResult.from_dict({**old, "behaviour": ""}).behaviours == []
+
+
+def test_an_upgrade_where_a_quirk_became_quirk_absent_is_the_engine_fixing_it():
+    from harness.upgrade import judge as J
+
+    rows = [
+        {"id": "chat.stream.role-once", "level": "SHOULD", "old": "quirk", "new": "quirk-absent",
+         "old_behaviour": "role-on-every-chunk", "new_behaviour": ""},
+        {"id": "chat.stream.consistent-id", "level": "MUST", "old": "quirk-absent", "new": "fail",
+         "old_behaviour": "", "new_behaviour": "id-changes"},
+    ]  # fmt: skip
+    got = [(r["level"], r["text"]) for r in J.conformance({}, {}, {"conformance": {"cases": rows}})]
+    assert got == [
+        ("info", "conformance: declared quirks the new engine no longer shows (it behaves like the reference): "
+                 "chat.stream.role-once (role-on-every-chunk)"),
+        ("blocking", "conformance (old expectations): now failing: chat.stream.consistent-id (id-changes)"),
+    ]  # fmt: skip
+
+
+def test_update_expectations_proposes_exactly_what_was_seen():
+    from harness.conformance.update import propose
+
+    raw = {"cases": {"errors.malformed-json": {"quirk": "non-json-error-body", "reason": "r"},
+                     "chat.stream.consistent-created": {"quirk": "created-changes", "reason": "r", "conditional": True},
+                     "chat.stream.role-once": {"quirk": "role-on-every-chunk", "reason": "r"}}}  # fmt: skip
+    results = {"cases": [
+        {"id": "errors.malformed-json", "verdict": "fail", "level": "MUST", "behaviour": "status-422",
+         "behaviours": ["status-422", "non-json-error-body"]},
+        {"id": "chat.stream.consistent-created", "verdict": "fail", "level": "SHOULD", "behaviour": "created-backwards",
+         "behaviours": ["created-backwards"]},
+        {"id": "chat.stream.role-once", "verdict": "quirk-absent", "level": "SHOULD", "unexpected_pass": True},
+    ]}  # fmt: skip
+    new, changes = propose(results, raw, note="t")
+    assert new["cases"]["errors.malformed-json"]["quirk"] == ["status-422", "non-json-error-body"]
+    assert new["cases"]["chat.stream.consistent-created"]["quirk"] == ["created-changes", "created-backwards"]
+    assert "chat.stream.role-once" not in new["cases"]
+    assert "+ errors.malformed-json: quirk status-422/non-json-error-body (was non-json-error-body) (MUST)" in changes

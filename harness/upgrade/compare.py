@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.engines import PROFILES, profile_for
 from harness.errors import HarnessError, RefusedError
 from harness.manifest import Manifest
 from harness.secrets import shown_env_value
@@ -18,6 +19,8 @@ __all__ = [
     "golden_changes",
     "wire_changes",
     "metric_changes",
+    "engine_change",
+    "hidden_metric_search",
     "conformance_changes",
 ]
 
@@ -100,17 +103,112 @@ def wire_changes(old_dir: str, new_dir: str) -> dict[str, Any]:
     }
 
 
-def metric_changes(old: Side, new: Side) -> dict[str, Any]:
-    """The metric-surface diff; a metric gone from /metrics but still named in the new engine's source is hidden."""
-    from harness.metrics.surface import diff_surfaces, names_in_source
+# the series an engine migration maps from the old engine's profile to the new one's (MetricNames fields, in order)
+MAPPED_SERIES = (
+    "kv_usage",
+    "running",
+    "waiting",
+    "ttft",
+    "itl",
+    "queue_time",
+    "prompt_tokens",
+    "prompt_tokens_cached",
+    "generation_tokens",
+    "request_success",
+    "prefix_hits",
+    "prefix_queries",
+    "preemptions",
+    "cache_config",
+)
 
+
+def _kind(side: Side) -> str | None:
+    kind = (side.get("engine") or {}).get("kind")
+    return kind if isinstance(kind, str) and kind in PROFILES else None
+
+
+def hidden_metric_search(new: Side, gone: list[str]) -> tuple[set[str], str]:
+    """Which of `gone` still occur in the new engine's source, and one line saying where that was looked for: the
+    site-packages directories of the new side's profile (`source_package_dirs`) in its Python environment, or why
+    there was nowhere to look (the profile's notes["hidden_metrics"])."""
+    from harness.metrics.surface import names_in_source
+
+    kind = _kind(new)
+    if kind is None:
+        return set(), "hidden metrics not searched: the new side names no known engine kind"
+    profile = profile_for(kind)
+    if not profile.source_package_dirs:
+        why = profile.notes.get("hidden_metrics") or f"the {profile.title} profile names no source package"
+        return set(), f"hidden metrics not searched: {why}"
+    if not new.get("env_dir"):
+        return set(), f"hidden metrics not searched: the new {profile.title} has no Python environment here"
+    env = Path(new["env_dir"])
+    dirs = [d for name in profile.source_package_dirs for d in sorted(env.glob(f"lib/python*/site-packages/{name}"))]
+    if not dirs:
+        where = ", ".join(f"site-packages/{d}" for d in profile.source_package_dirs)
+        return set(), f"hidden metrics not searched: no {where} in {env}"
+    found: set[str] = set()
+    for d in dirs:
+        found |= names_in_source(d, [n for n in gone if n not in found])
+    shown = ", ".join(str(d.relative_to(env)) for d in dirs)
+    return found, f"hidden metrics searched for in the new environment's {shown}"
+
+
+def _seen(name: str | None, surface: dict[str, Any]) -> bool:
+    """Whether the series (a sample name) is in a surface (family names: a counter's `_total` is not part of it)."""
+    return name is not None and (name in surface or name.removesuffix("_total") in surface)
+
+
+def engine_change(old: Side, new: Side, old_kind: str, new_kind: str) -> dict[str, Any]:
+    """An engine migration's metric section: every family differs by construction, so no per-family diff: the counts,
+    and the series the harness reads mapped from the old engine's name to the new one's (None: the new has none)."""
+    po, pn = profile_for(old_kind), profile_for(new_kind)
+    so, sn = old["metrics"], new["metrics"]
+    mapped = []
+    for f in MAPPED_SERIES:
+        a, b = getattr(po.metrics, f), getattr(pn.metrics, f)
+        if a is None and b is None:
+            continue
+        mapped.append(
+            {
+                "series": f,
+                "old": a,
+                "new": b,
+                "old_seen": _seen(a, so),
+                "new_seen": _seen(b, sn),
+                "note": pn.notes.get(f, "") if b is None else "",
+            }
+        )
+    line = (
+        f"metric families: engine change {po.title} -> {pn.title}: {len(so)} families on the old side, "
+        f"{len(sn)} on the new; mapped series: "
+        + ", ".join(f"{m['series']} {m['old'] or 'none'} -> {m['new'] or 'none'}" for m in mapped)
+    )
+    return {
+        "engine_change": {
+            "old": {"kind": old_kind, "title": po.title},
+            "new": {"kind": new_kind, "title": pn.title},
+            "mapped": mapped,
+            "line": line,
+        },
+        "counts": {"old": len(so), "new": len(sn)},
+    }
+
+
+def metric_changes(old: Side, new: Side) -> dict[str, Any]:
+    """The metric-surface diff; a metric gone from /metrics but still named in the new engine's source is hidden.
+    Between two different engine kinds it is an engine change (`engine_change`), not a list of removed families."""
+    from harness.metrics.surface import diff_surfaces
+
+    ko, kn = _kind(old), _kind(new)
+    if ko and kn and ko != kn:
+        return engine_change(old, new, ko, kn)
     gone = sorted(set(old["metrics"]) - set(new["metrics"]))
-    src: set[str] = set()
-    if new.get("env_dir"):
-        sp = list(Path(new["env_dir"]).glob("lib/python*/site-packages/vllm"))
-        if sp:
-            src = names_in_source(sp[0], gone)
-    return diff_surfaces(old["metrics"], new["metrics"], src)
+    src, searched = hidden_metric_search(new, gone) if gone else (set(), "")
+    out = diff_surfaces(old["metrics"], new["metrics"], src)
+    if searched:
+        out["hidden_search"] = searched
+    return out
 
 
 def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +229,7 @@ def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any
                 "new_note": b.get("note", ""),
             }
         )
-    return {"expectations": oc.get("expectations"), "cases": rows}
+    return {"expectations": oc.get("expectations"), "expectations_new": nc.get("expectations"), "cases": rows}
 
 
 def compare_sides(

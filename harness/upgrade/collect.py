@@ -32,12 +32,12 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
     """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations`, or
     {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to the upgrade report."""
     try:
-        from harness.conformance.expectations import available, load_expectations
+        from harness.conformance.expectations import load_expectations
         from harness.conformance.runner import new_ctx, run_suite_sync
     except ImportError as exc:
         return {"available": False, "reason": f"conformance runner not available ({exc})"}
     try:
-        exp = load_expectations(expectations if expectations in available() else None)
+        exp = load_expectations(expectations)  # chosen (or refused) by run_upgrade before any launch: never a fallback
         m = engine.spec.manifest
         ctx = new_ctx(engine.base_url, exp, api_key=engine.spec.api_key(), model=m.model.served_name, engine=engine)
         report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
@@ -50,6 +50,7 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
         return {
             "available": True,
             "expectations": exp.name,
+            "expectations_file": exp.path or "(the OpenAI reference)",
             "cases": cases,
             "counts": report.counts(),
             "aborted": report.aborted,
@@ -105,7 +106,7 @@ def collect_side(
             side["golden_dir"] = str(rec_dir)
             side["golden_seconds"] = round(time.perf_counter() - t, 2)
             key = engine.spec.api_key()
-            r = _get(engine.base_url, "/metrics", None)
+            r = _get(engine.base_url, "/metrics", key)
             if r is not None and r.status_code == 200:
                 atomic_write_text(out / manifest.name / "metrics.txt", r.text)
                 side["metrics"] = surface_from_text(r.text)

@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("manifest", nargs="?", help="engine manifest to launch (omit with --url)")
     p.add_argument("--url", help="attach to a running engine at this loopback URL instead of launching")
     p.add_argument(
-        "--expect", help="expectation name (e.g. vllm-0.11, tgi-3.3.5) or YAML path; default from the manifest"
+        "--expect",
+        help="expectation name (a file in manifests/expectations/, `openai` for the plain reference) or YAML path; default: the manifest engine's file (exact version, then series)",
     )
     p.add_argument(
         "--api-key-env",

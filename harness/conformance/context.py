@@ -27,6 +27,9 @@ MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe
 PROBES: dict[str, Callable[[Ctx], Awaitable[Trace]]] = {}
 
 
+_CLOSED_IDLE = "without sending a response"  # httpcore's words for a connection closed before any response byte
+
+
 def probe(name: str):
     """Register a named request whose trace several cases share (run once per suite)."""
 
@@ -97,8 +100,20 @@ class Ctx:
         return trace
 
     async def record(self, client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Trace:
-        """`harness.client.record` with this suite's bounds (a caller may tighten them)."""
-        return self.saw(await record(client, method, path, **{**self.limits, **kw}))
+        """`harness.client.record` with this suite's bounds (a caller may tighten them).
+
+        One retry, on a fresh connection, when the server closed a pooled keep-alive connection before answering
+        anything (RFC 9112 9.3.1: the request was never read). Some servers (llama.cpp's) close the connection after
+        every streamed response without `Connection: close`; pooled clients then fail their next request. The case
+        `http.keepalive-after-stream` judges that behaviour; every other case judges the answer to its own request."""
+        trace = await record(client, method, path, **{**self.limits, **kw})
+        for _ in range(2):  # each failure drops one stale connection from the pool
+            if not (trace.status is None and trace.failure == "protocol" and _CLOSED_IDLE in (trace.error or "")):
+                break
+            first_error = trace.retried or str(trace.error)
+            trace = await record(client, method, path, **{**self.limits, **kw})
+            trace.retried = first_error
+        return self.saw(trace)
 
     def extra(self, key: str) -> dict:
         """Engine-specific request extras declared in the expectation file (data, not code)."""

@@ -65,17 +65,28 @@ def available() -> list[str]:
 
 
 def series_name(kind: str, version: str) -> str:
-    """The expectation name of an engine's minor series: vllm 0.11.0 -> `vllm-0.11`."""
-    return f"{kind}-{'.'.join(version.split('.')[:2])}"
+    """The most general expectation name the engine's profile would look for (its series, else the exact version)."""
+    from harness.engines import profile_for
+
+    return profile_for(kind).expectation_names(version)[-1]
 
 
 def default_expectation(kind: str, version: str) -> str:
-    """The expectation file for an engine version: the exact version's, else its minor series'."""
+    """The expectation file for an engine version, as its profile chooses: the exact version's, then its series'.
+    Never silently the plain OpenAI reference: without a file this refuses, naming what it looked for; pass
+    `--expect openai` to judge against the reference on purpose."""
+    from harness.engines import profile_for
+
     names = available()
-    for cand in (f"{kind}-{version}", series_name(kind, version)):
+    wanted = profile_for(kind).expectation_names(version)
+    for cand in wanted:
         if cand in names:
             return cand
-    raise UsageError(f"no expectation file for {kind} {version}; pass --expect (available: {', '.join(names)})")
+    looked = " or ".join(f"{EXPECTATIONS_DIR.name}/{w}.yaml" for w in wanted)
+    raise UsageError(
+        f"no expectation file for {kind} {version}: looked for {looked}; write one, or pass --expect openai to judge "
+        f"against the plain OpenAI reference (available: {', '.join(names) or 'none'})"
+    )
 
 
 def load_expectations(name_or_path: str | Path | None) -> Expectations:

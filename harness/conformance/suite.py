@@ -5,7 +5,7 @@ from __future__ import annotations
 
 # isort: off
 # Importing a family registers its cases, so this import order is the suite order (a sorter must not touch it).
-from harness.conformance.cases import endpoints, stream, requests, errors, metrics, cancel, auth
+from harness.conformance.cases import endpoints, http, stream, requests, errors, metrics, cancel, auth
 
 # isort: on
 from harness.conformance.model import Case
@@ -13,7 +13,7 @@ from harness.conformance.registry import CASES
 
 __all__ = ["FAMILIES", "all_cases"]
 
-FAMILIES = (endpoints, stream, requests, errors, metrics, cancel, auth)
+FAMILIES = (endpoints, http, stream, requests, errors, metrics, cancel, auth)
 
 
 def all_cases() -> list[Case]:

@@ -12,18 +12,24 @@ async def health(ctx) -> Check:
     return passed() if t.status == 200 else failed(f"status-{t.status}", 200, t.status, note=t.error or "")
 
 
-@case("health.version", "GET /version (or /info) reports the engine version the expectation file names")
+@case("health.version", "the engine's identity endpoint reports the engine version the expectation file names")
 async def version(ctx) -> Check:
+    from harness.engines import PROFILES
+
     want = str(ctx.exp.engine.get("version", ""))
-    for path in ("/version", "/info"):
-        t = await ctx.get(path)
+    kind = ctx.exp.engine.get("kind")
+    # the expectation file's engine kind picks the profile's identity endpoint; without one, every profile's is tried
+    profiles = [PROFILES[kind]] if kind in PROFILES else list(PROFILES.values())
+    for p in profiles:
+        t = await ctx.get(p.identity.path)
         doc, err = t.body_json()
-        if t.status == 200 and not err and isinstance(doc, dict) and isinstance(doc.get("version"), str):
-            got = doc["version"]
+        got = p.reported_version(doc) if t.status == 200 and not err else None
+        if got is not None:
             if want and not (got == want or got.startswith(want + ".")):
-                return failed("version-mismatch", want, got, note=path)
-            return passed(f"{path}: {got}")
-    return failed("no-version-endpoint", "/version or /info with a version field", "none")
+                return failed("version-mismatch", want, got, note=p.identity.path)
+            return passed(f"{p.identity.path}: {got}")
+    paths = " or ".join(p.identity.path for p in profiles)
+    return failed("no-version-endpoint", f"{paths} with a version field", "none")
 
 
 @case("health.models", "GET /v1/models lists the served model as {object: list, data: [{id, object: model}]}")

@@ -93,5 +93,6 @@ def test_pytest_plugin(pytester, standin):
     r = pytester.runpytest_subprocess(
         "--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider"
     )
-    r.assert_outcomes(passed=1 + 66, skipped=7)  # pass + quirk + info count as passed (66 includes http.keepalive-after-stream)
+    # pass + quirk + info count as passed (66 includes http.keepalive-after-stream)
+    r.assert_outcomes(passed=1 + 66, skipped=7)
     r.stdout.fnmatch_lines(["*harness conformance (tgi-3.3.5)*", "*quirk chat.stream.role-once*"])

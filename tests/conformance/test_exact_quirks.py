@@ -17,8 +17,9 @@ import yaml
 
 from harness.client import Trace, TraceEvent
 from harness.client.sse import parse_sse_bytes
-from harness.conformance.cases.auth import judge_refusal
+from harness.conformance.cases.auth import judge_open, judge_refusal
 from harness.conformance.cases.errors import judge_error, judge_in_stream
+from harness.conformance.cases.http import ATTEMPTS, judge_keepalive
 from harness.conformance.cases.requests import (
     judge_arguments_schema,
     judge_logprobs,
@@ -35,7 +36,7 @@ from harness.conformance.suite import all_cases
 from harness.conformance.view import StreamView, from_chunks
 from harness.settings import EXPECTATIONS_DIR
 
-EXPECTATION_FILES = ("tgi-3.3.5", "vllm-0.11", "vllm-0.32")
+EXPECTATION_FILES = ("tgi-3.3.5", "vllm-0.11", "vllm-0.32", "llamacpp-0c1e570")
 CASES = {c.id: c for c in all_cases()}
 
 
@@ -249,10 +250,81 @@ VLLM_032: dict[str, Row] = {
     **VLLM_AUTH,
 }  # fmt: skip
 
+# llama-server (llama.cpp 0c1e570): a role-only first delta (content null), a "chatcmpl-..." id on every chunk,
+# created per chunk, finish_reason null until a content-less final chunk, a usage chunk with choices [] last (chat).
+LC_ID = "chatcmpl-lc"
+LC_USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def lc_chat(created: tuple[int, ...] = (5, 5, 6, 6), finish: str = "length") -> list[dict]:
+    first = chunk(None, id=LC_ID, created=created[0])
+    first["choices"][0]["delta"]["content"] = None
+    body = [chunk(f"t{i}", role=None, id=LC_ID, created=c) for i, c in enumerate(created[1:-1])]
+    return [first, *body, chunk(None, role=None, id=LC_ID, created=created[-1], finish=finish)]
+
+
+def lc_completions(created: tuple[int, ...] = (5, 5, 6), usage_finish: str | None = "length") -> list[dict]:
+    """Text chunks with finish_reason null, then {text: "", finish_reason, usage} (no choices [] chunk)."""
+    out = [completion(f"t{i}", id="cmpl-lc", created=c) for i, c in enumerate(created)]
+    for o in out:
+        o["choices"][0]["finish_reason"] = None
+    out[-1]["choices"][0].update(text="", finish_reason=usage_finish)
+    out[-1]["usage"] = LC_USAGE
+    return out
+
+
+def lc_error(code: int, message: str, type: str) -> dict:
+    return {"error": {"code": code, "message": message, "type": type}}
+
+
+LC_DOC = {"object": "chat.completion", "id": LC_ID, "created": 5, "model": "tiny-llama",
+          "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "Hi"}}],
+          "usage": LC_USAGE}  # fmt: skip
+LC_PARSE = lc_error(500, "[json.exception.parse_error.101] parse error at line 1, column 29", "server_error")
+DROPPED = "Server disconnected without sending a response."
+
+LLAMACPP: dict[str, Row] = {
+    # conditional: some reuses fail, every failure the close; a reset (not a clean close) is another failure
+    "http.keepalive-after-stream": (lambda errs: judge_keepalive(errs, ATTEMPTS), [DROPPED, DROPPED],
+                                    [DROPPED, "[Errno 104] Connection reset by peer"], "no-answer-after-stream"),
+    "chat.stream.consistent-created": (shape("chat.stream.consistent-created"), lc_chat((5, 5, 6, 6)),
+                                       lc_chat((5, 6, 5, 6)), "created-backwards"),
+    "completions.stream.consistent-created": (shape("completions.stream.consistent-created"),
+                                              lc_completions((5, 6, 6)), lc_completions((6, 5, 6)),
+                                              "created-backwards"),
+    # usage on a chunk whose choice has not finished is not the content-less final chunk
+    "completions.stream.usage-last": (shape("completions.stream.usage-last"), lc_completions(),
+                                      lc_completions(usage_finish=None), "usage-on-unfinished-choice"),
+    "chat.stream.continuous-usage": (judge_continuous_usage, sse([*lc_chat(), usage_chunk(id=LC_ID)]), sse(lc_chat()),
+                                     "no-usage"),
+    "chat.tools.present": (judge_tools_present, sse(lc_chat(finish="stop")),
+                           answer(500, lc_error(500, "Failed to parse tool call", "server_error")), "status-500"),
+    "chat.tools.arguments-schema": (judge_arguments_schema, sse(lc_chat(finish="stop")),
+                                    sse([lc_chat()[0], chunk(None, role=None, id=LC_ID, tool_calls=TOOL_ARGS)]),
+                                    "schema-mismatch"),
+    # an error object sent with HTTP 200 is only part of the quirk (status-200 without no-error-object)
+    "errors.unknown-model": (lambda t: judge_error(t, (404,)), answer(200, LC_DOC),
+                             answer(200, lc_error(404, "model not found", "invalid_request_error")), "status-200"),
+    "errors.invalid-parameter": (lambda t: judge_error(t, (400,)), answer(200, LC_DOC),
+                                 answer(500, lc_error(500, "temperature must be >= 0", "server_error")), "status-500"),
+    # the status alone is the quirk: a 500 whose body is the parser's text is not it
+    "errors.malformed-json": (lambda t: judge_error(t, (400,)), answer(500, LC_PARSE),
+                              answer(500, LC_PARSE["error"]["message"].encode(), "text/plain"), "non-json-error-body"),
+    "errors.content-type": (lambda t: judge_error(t, (400, 415)), answer(200, LC_DOC), answer(500, LC_PARSE),
+                            "status-500"),
+    # 401 with a key configured; /metrics off (no --metrics) is 501, another status
+    "auth.metrics-unguarded": (
+        judge_open, answer(401, lc_error(401, "Invalid API Key", "authentication_error")),
+        answer(501, lc_error(501, "This server does not support metrics endpoint.", "not_supported_error")),
+        "status-501",
+    ),
+}  # fmt: skip
+
 TABLE: dict[tuple[str, str], Row] = {
     **{("tgi-3.3.5", k): v for k, v in TGI.items()},
     **{("vllm-0.11", k): v for k, v in VLLM_011.items()},
     **{("vllm-0.32", k): v for k, v in VLLM_032.items()},
+    **{("llamacpp-0c1e570", k): v for k, v in LLAMACPP.items()},
 }
 
 

@@ -30,17 +30,24 @@ async def keepalive_after_stream(ctx) -> Check:
                 closed.append(str(after.error))
     finally:
         await client.aclose()
-    if closed:
+    return judge_keepalive(closed, ATTEMPTS)
+
+
+def judge_keepalive(closed_errors: list[str], attempts: int) -> Check:
+    """The requests after a stream that got no answer, out of `attempts`: none is a pass; every one dropped by a close
+    ("without sending a response", httpx's RemoteProtocolError) is `closed-after-stream`, anything else
+    `no-answer-after-stream`."""
+    if closed_errors:
         tag = (
             "closed-after-stream"
-            if all("without sending a response" in e for e in closed)
+            if all("without sending a response" in e for e in closed_errors)
             else "no-answer-after-stream"
         )
         return failed(
             tag,
             "the next request on the connection is answered",
-            f"{len(closed)} of {ATTEMPTS} requests after a stream failed: {closed[0]}",
+            f"{len(closed_errors)} of {attempts} requests after a stream failed: {closed_errors[0]}",
             note="the server closed the connection after a streamed response without Connection: close; a pooled "
             "client's next request on it fails (clients that retry connection errors hide it)",
         )
-    return passed(f"{ATTEMPTS} requests after a stream on the same connection answered")
+    return passed(f"{attempts} requests after a stream on the same connection answered")

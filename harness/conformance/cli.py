@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.conformance.expectations import FAULT_KEYS
 from harness.errors import UsageError
 from harness.settings import DEFAULT_API_KEY_ENV, api_key_from_env
 
@@ -33,7 +34,21 @@ def register(sub) -> None:
         " used when set); a key is never taken on the command line, and a NAME that is not set is refused",
     )
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
-    p.add_argument("--out", help="directory for conformance.json and junit.xml")
+    p.add_argument(
+        "--out",
+        help="directory for conformance.json, junit.xml, conformance.html and evidence/ (every case's wire trace)",
+    )
+    p.add_argument(
+        "--rejudge",
+        metavar="RUN_DIR",
+        help="judge a saved run (RUN_DIR/evidence, written by --out) again, with no engine: each case's own code on"
+        " the saved exchanges; needs --expect",
+    )
+    p.add_argument(
+        "--render",
+        metavar="RUN_DIR",
+        help="write RUN_DIR/conformance.html again from RUN_DIR/conformance.json and RUN_DIR/evidence (no engine)",
+    )
     p.add_argument("--force", action="store_true", help="replace conformance.json / junit.xml already in --out")
     p.add_argument(
         "--max-seconds",
@@ -50,6 +65,14 @@ def register(sub) -> None:
         help="wall-time bound for each request and its stream (default 45)",
     )
     p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        choices=sorted(FAULT_KEYS),
+        help="also run this opt-in fault case, after every other case (engine-death: SIGKILL the engine's worker"
+        " while streams are in flight; the engine ends dead); `-k fault.NAME` runs it alone",
+    )
     p.add_argument("--list", action="store_true", help="list case ids and requirements, run nothing")
     p.add_argument("--extra-arg", action="append", default=[], help="extra engine argument when launching (repeatable)")
     p.set_defaults(func=cmd_conform)
@@ -77,11 +100,20 @@ def register(sub) -> None:
 
 
 def cmd_list() -> int:
-    from harness.conformance.suite import all_cases
+    from harness.conformance.suite import all_cases, fault_cases
 
     for c in all_cases():
         print(f"{c.id:45s} {c.level.value:6s} {c.requirement}")
+    for c in fault_cases(["fault"]):
+        print(f"{c.id:45s} {c.level.value:6s} {c.requirement}")
     return 0
+
+
+def with_faults(patterns: list[str] | None, faults: list[str]) -> list[str] | None:
+    """-k patterns plus `--fault NAME`: the default suite (or the -k selection), then the fault case."""
+    if not faults:
+        return patterns
+    return [*(patterns or ["*"]), *(f"fault.{f}" for f in faults)]
 
 
 def _seconds(value: float | None, flag: str) -> float | None:
@@ -92,13 +124,23 @@ def _seconds(value: float | None, flag: str) -> float | None:
 
 def cmd_conform(args: argparse.Namespace) -> int:
     from harness.conformance.expectations import default_expectation, load_expectations
-    from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
+    from harness.conformance.report import OUTPUT_NAMES, print_table
     from harness.conformance.runner import new_ctx, run_suite_sync
     from harness.net import loopback_url, redact_url
     from harness.outputs import output_dir
 
     if args.list:
         return cmd_list()
+    args.cases = with_faults(args.cases, args.fault)
+    if args.render:
+        if args.url or args.manifest or args.rejudge:
+            raise UsageError("--render takes only a RUN_DIR (no MANIFEST, --url or --rejudge)")
+        from harness.conformance.html import write_html
+
+        print(f"wrote {write_html(args.render)}")
+        return 0
+    if args.rejudge:
+        return cmd_rejudge(args)
     if bool(args.url) == bool(args.manifest):
         raise UsageError("give either a MANIFEST to launch or --url to attach (not both)")
     bounds = {}  # only what was given: the defaults live with the runner and the context
@@ -113,10 +155,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
         key = api_key_from_env(args.api_key_env)
         if args.out:  # checked before any request: a refused --out costs nothing
             output_dir(args.out, OUTPUT_NAMES, force=args.force)
-        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", **bounds)
+        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, key), **bounds)
         t_ready = time.monotonic()
         report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": redact_url(url)}, **suite)
-        return _finish(report, args, t_ready, print_table, write_outputs)
+        return _finish(report, args, t_ready, print_table, _writer(ctx, report))
 
     from harness.launch.session import launch
     from harness.manifest import load_manifest
@@ -130,7 +172,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
     run_dir = output_dir(args.out, OUTPUT_NAMES, force=args.force) if args.out else None
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
-        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng, **bounds)
+        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
+                      evidence=_recorder(args, eng.api_key), **bounds)  # fmt: skip
         info = {
             "name": m.name,
             "kind": m.engine.kind,
@@ -142,9 +185,66 @@ def cmd_conform(args: argparse.Namespace) -> int:
         if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
             doc = report.to_dict()
             doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
-            write_outputs(doc, args.out)
+            _writer(ctx, report)(doc, args.out)
             t_ready = None
-    return _finish(report, args, t_ready, print_table, write_outputs)
+    return _finish(report, args, t_ready, print_table, _writer(ctx, report))
+
+
+def _recorder(args: argparse.Namespace, key: str | None):
+    """The evidence recorder of a run that writes --out (none without it: nothing would be saved)."""
+    from harness.conformance.evidence import EvidenceRecorder
+
+    return EvidenceRecorder(api_key=key) if args.out else None
+
+
+def _writer(ctx, report):
+    """write_outputs, after the evidence (DIR/evidence/) that conformance.html shows."""
+    from harness.conformance.evidence import run_settings
+    from harness.conformance.report import write_outputs
+
+    def write(doc, out) -> None:
+        if ctx.evidence is not None:
+            ctx.evidence.write(out, report.results, run_settings(ctx, report.engine))
+        write_outputs(doc, out)
+
+    return write
+
+
+def cmd_rejudge(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from harness.conformance.evidence import rejudge
+    from harness.conformance.expectations import load_expectations
+    from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
+    from harness.outputs import output_dir
+
+    if args.url or args.manifest:
+        raise UsageError("--rejudge RUN_DIR judges saved evidence: give no MANIFEST or --url")
+    if not args.expect:
+        raise UsageError("--expect NAME is required with --rejudge")
+    exp = load_expectations(args.expect)
+    src = Path(args.rejudge)
+    if not src.is_dir():
+        raise UsageError(f"--rejudge {src}: not a directory")
+    if args.out:
+        if Path(args.out).resolve() == src.resolve():
+            raise UsageError("--out must differ from the --rejudge RUN_DIR (its evidence is what is judged)")
+        output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[src / "conformance.json"])
+    report = asyncio.run(rejudge(src, exp, out=args.out, max_wall_s=args.max_seconds))
+    doc = report.to_dict()
+    if args.out:
+        write_outputs(doc, args.out)
+    print_table(doc)
+    rj = report.engine["rejudge"]
+    print(
+        f"rejudged {rj['cases']} cases from {src}/evidence: {rj['same']} with the saved verdict, "
+        f"{len(rj['different'])} different{(' (' + ', '.join(rj['different'][:8]) + ')') if rj['different'] else ''}, "
+        f"{len(rj['not_rejudged'])} not re-judgeable from the evidence"
+        + (f"; {len(rj['not_in_suite'])} saved cases not in this suite" if rj["not_in_suite"] else "")
+    )
+    if args.out:
+        print(f"wrote {Path(args.out) / 'conformance.json'}, junit.xml and conformance.html")
+    return 0 if report.ok else 1
 
 
 def _finish(report, args, t_ready, print_table, write_outputs) -> int:
@@ -155,7 +255,7 @@ def _finish(report, args, t_ready, print_table, write_outputs) -> int:
             write_outputs(doc, args.out)
     print_table(doc)
     if args.out:
-        print(f"wrote {Path(args.out) / 'conformance.json'} and junit.xml")
+        print(f"wrote {Path(args.out) / 'conformance.json'}, junit.xml, conformance.html and evidence/")
     return 0 if report.ok else 1
 
 

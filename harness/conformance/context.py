@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from harness.client import DEFAULT_TIMEOUT, Trace, make_client, record
+from harness.conformance.evidence import EvidenceRecorder, probe_scope
 from harness.conformance.expectations import Expectations
 from harness.metrics import Scrape, parse_metrics
 
@@ -52,6 +53,7 @@ class Ctx:
     max_stream_s: float = MAX_STREAM_S
     answered: bool = False  # some request got an HTTP response: a server is there
     first_error: str = ""  # the transport error of the first request that got none
+    evidence: EvidenceRecorder | None = None  # when set, every exchange of every client built here is saved
     _client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)
     _tasks: dict[str, asyncio.Task] = field(default_factory=dict)
@@ -65,15 +67,23 @@ class Ctx:
         read = min(DEFAULT_TIMEOUT.read or self.max_stream_s, self.max_stream_s)
         return httpx.Timeout(read, connect=min(DEFAULT_TIMEOUT.connect or read, read))
 
+    def _transport(self) -> httpx.AsyncBaseTransport | None:
+        """The transport a new client gets: the injected one, wrapped by the evidence recorder when there is one
+        (each client its own pool, as `make_client` would build it)."""
+        if self.evidence is None:
+            return self.transport
+        pool = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+        return self.evidence.transport(self.transport, limits=pool, trust_env=False)
+
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = make_client(self.base_url, api_key=self.api_key, transport=self.transport,
+            self._client = make_client(self.base_url, api_key=self.api_key, transport=self._transport(),
                                        timeout=self._timeout())  # fmt: skip
         return self._client
 
     def new_client(self, api_key: str | None = None, timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
-        kw: dict[str, Any] = {"api_key": api_key, "transport": self.transport, "timeout": self._timeout()}
+        kw: dict[str, Any] = {"api_key": api_key, "transport": self._transport(), "timeout": self._timeout()}
         if timeout is not None:
             kw["timeout"] = timeout
         return make_client(self.base_url, **kw)
@@ -126,12 +136,18 @@ class Ctx:
     async def get(self, path: str, **kw: Any) -> Trace:
         return await self.record(self.client, "GET", path, **kw)
 
+    async def _run_probe(self, name: str) -> Trace:
+        probe_scope(name)  # inside the probe's own task: its exchanges are the probe's evidence, saved once
+        return await PROBES[name](self)
+
     async def probe(self, name: str) -> Trace:
+        if self.evidence is not None:
+            self.evidence.read_probe(name)
         if name in self._probes:
             return self._probes[name]
         task = self._tasks.get(name)
         if task is None:
-            task = self._tasks[name] = asyncio.ensure_future(PROBES[name](self))
+            task = self._tasks[name] = asyncio.ensure_future(self._run_probe(name))
         # shield: a case that times out while waiting must not cancel the request the next case will share
         trace = await asyncio.shield(task)
         self._probes[name] = trace

@@ -25,7 +25,7 @@ from harness.readers import read_json
 
 __all__ = ["write_outputs", "read_report", "junit_xml", "print_table", "to_json", "OUTPUT_NAMES", "MAX_REPORT_BYTES"]
 
-OUTPUT_NAMES = ("conformance.json", "junit.xml")
+OUTPUT_NAMES = ("conformance.json", "junit.xml", "conformance.html")
 MAX_REPORT_BYTES = 64 << 20  # a conformance.json is tens of KB
 Doc = SuiteDocument | dict[str, Any]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -122,6 +122,9 @@ def write_outputs(doc: Doc, out_dir: str | Path) -> tuple[Path, Path]:
     j, x = out / OUTPUT_NAMES[0], out / OUTPUT_NAMES[1]
     atomic_write_text(j, to_json(model))
     atomic_write_text(x, junit_xml(model))
+    from harness.conformance.html import write_html  # conformance.html beside it, with the evidence when there is some
+
+    write_html(out, model.to_dict())
     return j, x
 
 

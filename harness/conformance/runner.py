@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.conformance.context import Ctx
+from harness.conformance.evidence import current_case, end_case
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import FAILING, Case, CaseResult, Check, Verdict, errored, skipped
-from harness.conformance.registry import select
-from harness.conformance.suite import all_cases
+from harness.conformance.registry import FAULTS, select
+from harness.conformance.suite import all_cases, fault_cases
 from harness.net import redact_url
 
 __all__ = ["SuiteReport", "run_suite", "run_suite_sync", "discover_model", "MAX_SUITE_S"]
@@ -103,47 +104,33 @@ async def run_suite(
     engine_info: dict[str, Any] | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
     max_wall_s: float = MAX_SUITE_S,
+    ids: list[str] | None = None,
 ) -> SuiteReport:
     """Run the selected cases in order. `max_wall_s` bounds the whole suite: a case gets at most the time left,
-    and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it."""
+    and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it.
+    `ids` runs exactly those cases, in the suite's order (a re-judged run: the saved run's cases). Every request a
+    case makes (the liveness check after it included) is attributed to it, for the evidence (`ctx.evidence`)."""
     report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time())
     t0 = time.monotonic()
     deadline = t0 + max_wall_s
     if "url" in report.engine:
         report.engine["url"] = redact_url(report.engine["url"])
     report.engine.setdefault("url", redact_url(ctx.base_url))
-    cases = select(all_cases(), patterns)
+    cases = select(all_cases(), patterns) + fault_cases(patterns)  # a fault case (opt-in) breaks the engine: last
+    if ids is not None:
+        wanted = set(ids)
+        cases = [c for c in cases if c.id in wanted]
     stopped: str | None = None  # why the remaining cases are not run
     try:
         if not ctx.model:
             ctx.model = await discover_model(ctx)
         report.engine.setdefault("model", ctx.model)
         for case in cases:
-            left = deadline - time.monotonic()
-            if stopped is None and left <= 0:
-                stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached before {case.id}"
-            if stopped is not None:
-                why = f"the {stopped}" if stopped.startswith("engine died") else stopped
-                res = resolve(case, errored(f"not run: {why}"), ctx.exp)
-            elif (reason := ctx.exp.skip_reason(case.id)) is not None:
-                res = resolve(case, skipped(reason), ctx.exp)
-            else:
-                c0 = time.monotonic()
-                by_suite = left < case.timeout_s
-                bound = f" (the suite's wall-time bound of {max_wall_s:g}s)" if by_suite else ""
-                chk = await _run_one(case, ctx, min(case.timeout_s, left), bound)
-                res = resolve(case, chk, ctx.exp, time.monotonic() - c0)
-                if by_suite and time.monotonic() >= deadline:
-                    stopped = report.aborted = (
-                        f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
-                    )
-                elif chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
-                    stopped = report.aborted = _why_gone(ctx, case.id)
-                    res.verdict = Verdict.ERROR.value
-                    res.note = f"{stopped}; {res.note}".strip("; ")
-                    tail = _log_tail(ctx)
-                    if tail:
-                        res.extra["engine_log_tail"] = tail
+            token = current_case(case.id)
+            try:
+                res, stopped = await _one_case(case, ctx, report, stopped, deadline, max_wall_s)
+            finally:
+                end_case(token)
             report.results.append(res)
             if on_result:
                 on_result(res)
@@ -151,6 +138,37 @@ async def run_suite(
         await ctx.aclose()
     report.duration_s = time.monotonic() - t0
     return report
+
+
+async def _one_case(case: Case, ctx: Ctx, report: SuiteReport, stopped: str | None, deadline: float,
+                    max_wall_s: float) -> tuple[CaseResult, str | None]:  # fmt: skip
+    """One case's result, and why the rest will not run (if they will not)."""
+    left = deadline - time.monotonic()
+    if stopped is None and left <= 0:
+        stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached before {case.id}"
+    if stopped is not None:
+        why = f"the {stopped}" if stopped.startswith("engine died") else stopped
+        res = resolve(case, errored(f"not run: {why}"), ctx.exp)
+    elif (reason := ctx.exp.skip_reason(case.id)) is not None:
+        res = resolve(case, skipped(reason), ctx.exp)
+    else:
+        c0 = time.monotonic()
+        by_suite = left < case.timeout_s
+        bound = f" (the suite's wall-time bound of {max_wall_s:g}s)" if by_suite else ""
+        chk = await _run_one(case, ctx, min(case.timeout_s, left), bound)
+        res = resolve(case, chk, ctx.exp, time.monotonic() - c0)
+        if by_suite and time.monotonic() >= deadline:
+            stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
+        elif case in FAULTS:
+            pass  # a fault case ends with the engine down on purpose: its verdict is its own
+        elif chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
+            stopped = report.aborted = _why_gone(ctx, case.id)
+            res.verdict = Verdict.ERROR.value
+            res.note = f"{stopped}; {res.note}".strip("; ")
+            tail = _log_tail(ctx)
+            if tail:
+                res.extra["engine_log_tail"] = tail
+    return res, stopped
 
 
 def _log_tail(ctx: Ctx) -> str:

@@ -147,7 +147,7 @@ def test_url_password_never_stored_or_shown(tmp_path, capsys):
     assert code in (0, 1), err
     doc = json.loads((tmp_path / "out" / "conformance.json").read_text())
     assert doc["engine"]["url"].startswith("http://***@127.0.0.1:")
-    for text in (out, err, *(p.read_text() for p in (tmp_path / "out").iterdir())):
+    for text in (out, err, *(p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())):  # evidence/ too
         assert "s3cret-pw" not in text
 
 

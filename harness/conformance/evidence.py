@@ -1,0 +1,613 @@
+"""Evidence: every HTTP exchange a conformance run makes, saved per case, and judged again from what was saved.
+
+Recording sits at the one seam every case's requests pass through: the context's clients (`Ctx.client`,
+`Ctx.new_client`: the cases' own requests, the shared probes, the OpenAI SDK's client, the keep-alive case's pool) are
+built on a `RecordingTransport`, which keeps, per exchange, the request (method, path, headers, body), the status, the
+response headers, the raw body bytes as they arrived (chunk boundaries kept: SSE stays byte-exact) and how it ended
+(eof, closed by the client, a transport error). Each exchange belongs to the case that was running (a context variable
+the runner sets), or to the shared probe that made it (saved once, named by every case that read it), or to the suite
+(model discovery).
+
+    DIR/evidence/index.json          run settings, and per case: file, verdict, exchanges, bytes, truncated, probes
+    DIR/evidence/<case-id>.json      {"key", "exchanges": [...], "probes": [...]}
+    DIR/evidence/probe--<name>.json  a shared probe's exchanges
+
+Bounded: at most `cap_bytes` (default 1 MiB) of bodies are kept per case or probe; past it an exchange keeps what fit
+and says `truncated` (with the bytes seen). Secrets never reach a file: Authorization (and cookie / api-key) header
+values are replaced by a placeholder, the run's API key is cut out of every stored byte, URLs are redacted.
+
+Re-judging (`rejudge`): a `ReplayTransport` answers each case's requests, in order, from its saved exchanges (matched
+by method, path and body), so every case's own code judges exactly what the server said, with no engine. Polls that
+ask more often than the live run did (GET of /metrics in a loop that waits by the clock) get the last saved answer
+again; a request with no saved answer, or an answer cut by the cap, means the case cannot be re-judged: its note says
+so and the run counts it, rather than pretending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextvars
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.errors import DataError
+from harness.net import redact_url
+from harness.outputs import atomic_write_text
+from harness.readers import read_json
+
+__all__ = [
+    "CASE_CAP_BYTES",
+    "EVIDENCE_DIR",
+    "SUITE_KEY",
+    "EvidenceRecorder",
+    "RecordingTransport",
+    "ReplayTransport",
+    "EvidenceStore",
+    "current_case",
+    "probe_scope",
+    "load_store",
+    "case_file_name",
+    "REDACTED",
+]
+
+EVIDENCE_DIR = "evidence"
+INDEX = "index.json"
+FORMAT = 1
+CASE_CAP_BYTES = 1 << 20  # a case's bodies: a stream is a few KB; the cancellation cases' scrapes are the big ones
+SUITE_KEY = "(suite)"  # what the runner does outside any case: model discovery
+REDACTED = "***"
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
+MAX_INDEX_BYTES = 16 << 20
+MAX_FILE_BYTES = 256 << 20
+
+_CASE: contextvars.ContextVar[str] = contextvars.ContextVar("harness_evidence_case", default=SUITE_KEY)
+_PROBE: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_evidence_probe", default=None)
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def current_case(case_id: str) -> contextvars.Token[str]:
+    """Attribute what follows (in this task and the tasks it starts) to `case_id`; `_CASE.reset(token)` ends it."""
+    return _CASE.set(case_id)
+
+
+def end_case(token: contextvars.Token[str]) -> None:
+    _CASE.reset(token)
+
+
+def probe_scope(name: str) -> contextvars.Token[str | None]:
+    return _PROBE.set(name)
+
+
+def _key() -> str:
+    p = _PROBE.get()
+    return f"probe:{p}" if p else _CASE.get()
+
+
+def case_file_name(key: str) -> str:
+    """The file a key's exchanges go to: the case id (path-safe), `probe--<name>`, or `_suite`."""
+    if key == SUITE_KEY:
+        return "_suite.json"
+    if key.startswith("probe:"):
+        return "probe--" + _SAFE.sub("_", key[6:]) + ".json"
+    return _SAFE.sub("_", key) + ".json"
+
+
+# -- one exchange ---------------------------------------------------------------------------------------------------
+
+
+def _text_or_b64(data: bytes) -> dict[str, str]:
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(data).decode()}
+
+
+def _bytes_of(d: Any, where: str) -> bytes:
+    if d is None:
+        return b""
+    if not isinstance(d, dict):
+        raise DataError(f"{where}: must be an object with text or b64")
+    if isinstance(d.get("text"), str):
+        return d["text"].encode("utf-8")
+    if isinstance(d.get("b64"), str):
+        try:
+            return base64.b64decode(d["b64"], validate=True)
+        except ValueError:
+            raise DataError(f"{where}: b64 is not base64") from None
+    raise DataError(f"{where}: must hold text or b64")
+
+
+@dataclass
+class Exchange:
+    key: str
+    seq: int
+    method: str
+    path: str
+    request_headers: dict[str, str]
+    request_body: bytes
+    t_start: float
+    status: int | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)  # sizes of the body pieces as they arrived (kept bytes)
+    body: bytearray = field(default_factory=bytearray)
+    seen_bytes: int = 0
+    truncated: bool = False
+    ended: str = ""  # eof | closed (by the client) | error | cancelled (a time bound, before or during the body)
+    phase: str = ""  # headers | body: where an error or a cancel came
+    error_type: str = ""
+    error: str = ""
+    duration_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "seq": self.seq, "method": self.method, "path": self.path, "request_headers": self.request_headers,
+            "request_body": _text_or_b64(self.request_body), "status": self.status,
+            "headers": [list(h) for h in self.headers], "body": _text_or_b64(bytes(self.body)),
+            "chunks": self.chunks, "seen_bytes": self.seen_bytes, "stored_bytes": len(self.body),
+            "truncated": self.truncated, "ended": self.ended, "phase": self.phase, "duration_ms": self.duration_ms,
+        }  # fmt: skip
+        if self.error_type:
+            d["error"] = {"type": self.error_type, "message": self.error}
+        return d
+
+
+@dataclass
+class Saved:
+    """An exchange read back from a file (what the replay answers with)."""
+
+    method: str
+    path: str
+    request_body: bytes
+    status: int | None
+    headers: list[tuple[str, str]]
+    body: bytes
+    chunks: list[int]
+    truncated: bool
+    ended: str
+    phase: str
+    error_type: str
+    error: str
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> Saved:
+        if not isinstance(raw, dict):
+            raise DataError(f"{where}: must be an object")
+        for name, kind in (("method", str), ("path", str), ("ended", str)):
+            if not isinstance(raw.get(name), kind):
+                raise DataError(f"{where}: {name}: missing or not a {kind.__name__}")
+        status = raw.get("status")
+        if status is not None and (type(status) is not int or not 100 <= status <= 999):
+            raise DataError(f"{where}: status: not an HTTP status")
+        heads = raw.get("headers") or []
+        if not isinstance(heads, list) or not all(
+            isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h) for h in heads
+        ):
+            raise DataError(f"{where}: headers: must be a list of [name, value]")
+        chunks = raw.get("chunks") or []
+        if not isinstance(chunks, list) or not all(type(c) is int and c >= 0 for c in chunks):
+            raise DataError(f"{where}: chunks: must be a list of sizes")
+        err = raw.get("error") or {}
+        if not isinstance(err, dict):
+            raise DataError(f"{where}: error: must be an object")
+        return cls(
+            method=raw["method"], path=raw["path"], request_body=_bytes_of(raw.get("request_body"), f"{where}.request_body"),
+            status=status, headers=[(h[0], h[1]) for h in heads], body=_bytes_of(raw.get("body"), f"{where}.body"),
+            chunks=chunks, truncated=raw.get("truncated") is True, ended=raw["ended"], phase=str(raw.get("phase") or ""),
+            error_type=str(err.get("type") or ""), error=str(err.get("message") or ""),
+        )  # fmt: skip
+
+
+# -- recording ------------------------------------------------------------------------------------------------------
+
+
+class EvidenceRecorder:
+    """Collects every exchange of a run, by key (case id, `probe:<name>`, or the suite)."""
+
+    def __init__(self, api_key: str | None = None, cap_bytes: int = CASE_CAP_BYTES) -> None:
+        self.api_key = api_key or None
+        self.cap_bytes = cap_bytes
+        self.exchanges: dict[str, list[Exchange]] = {}
+        self.stored: dict[str, int] = {}
+        self.probes_read: dict[str, list[str]] = {}  # case id -> the probes it read (in order, once each)
+        self._seq = 0
+
+    def transport(self, inner: httpx.AsyncBaseTransport | None, **http: Any) -> RecordingTransport:
+        return RecordingTransport(self, inner if inner is not None else httpx.AsyncHTTPTransport(**http))
+
+    def read_probe(self, name: str) -> None:
+        """The running case read the shared probe `name` (its evidence is the probe's file)."""
+        case = _CASE.get()
+        seen = self.probes_read.setdefault(case, [])
+        if name not in seen:
+            seen.append(name)
+
+    # redaction: the run's key is cut out of every stored byte; secret headers are placeholders
+    def scrub(self, data: bytes) -> bytes:
+        if self.api_key:
+            data = data.replace(self.api_key.encode(), REDACTED.encode())
+        return data
+
+    def _header(self, name: str, value: str) -> str:
+        if name.lower() in SECRET_HEADERS:
+            if self.api_key and self.api_key in value:
+                return f"{REDACTED} (redacted: the run's API key)"
+            return f"{REDACTED} (redacted)"
+        return self.scrub(value.encode("utf-8", "replace")).decode("utf-8", "replace")
+
+    def begin(self, request: httpx.Request) -> Exchange:
+        self._seq += 1
+        key = _key()
+        url = request.url
+        path = url.raw_path.decode("ascii", "replace")
+        body = self.scrub(bytes(request.content))
+        ex = Exchange(key, self._seq, request.method, redact_url(path),
+                      {k.lower(): self._header(k, v) for k, v in request.headers.items()}, body, time.time())  # fmt: skip
+        self.exchanges.setdefault(key, []).append(ex)
+        self.stored[key] = self.stored.get(key, 0) + len(body)
+        return ex
+
+    def keep(self, ex: Exchange, chunk: bytes) -> None:
+        ex.seen_bytes += len(chunk)
+        room = self.cap_bytes - self.stored.get(ex.key, 0)
+        if room <= 0 or ex.truncated:
+            ex.truncated = True
+            return
+        piece = chunk if len(chunk) <= room else chunk[:room]
+        if len(piece) < len(chunk):
+            ex.truncated = True
+        ex.body += piece
+        ex.chunks.append(len(piece))
+        self.stored[ex.key] = self.stored.get(ex.key, 0) + len(piece)
+
+    def finish(self, ex: Exchange) -> None:
+        """Scrub the key out of the whole body once (a key split across two chunks is caught too)."""
+        if self.api_key and self.api_key.encode() in ex.body:
+            whole = self.scrub(bytes(ex.body))
+            ex.body = bytearray(whole)
+            ex.chunks = _resplit(ex.chunks, len(whole))
+
+    # -- writing ------------------------------------------------------------------------------------------------
+    def write(self, run_dir: str | Path, results: list[Any], settings: dict[str, Any]) -> Path:
+        """DIR/evidence/<file> per key and the index; `results` are the suite's CaseResults (id, verdict)."""
+        d = Path(run_dir) / EVIDENCE_DIR
+        d.mkdir(parents=True, exist_ok=True)
+        files: dict[str, dict[str, Any]] = {}
+        for key, exs in self.exchanges.items():
+            name = case_file_name(key)
+            doc = {"format": FORMAT, "key": key, "exchanges": [e.to_dict() for e in exs]}
+            if not key.startswith("probe:"):
+                doc["probes"] = self.probes_read.get(key, [])
+            atomic_write_text(d / name, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+            files[key] = self._sizes(key, name)
+        cases = []
+        for r in results:
+            entry = {"id": r.id, "verdict": r.verdict, "probes": self.probes_read.get(r.id, [])}
+            entry.update(
+                files.get(r.id) or {"file": None, "exchanges": 0, "bytes": 0, "seen_bytes": 0, "truncated": False}
+            )
+            cases.append(entry)
+        probes = [{"name": k[6:], **v} for k, v in files.items() if k.startswith("probe:")]
+        index = {"format": FORMAT, "cap_bytes": self.cap_bytes, **settings, "suite": files.get(SUITE_KEY),
+                 "cases": cases, "probes": probes}  # fmt: skip
+        atomic_write_text(d / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
+        return d / INDEX
+
+    def _sizes(self, key: str, name: str) -> dict[str, Any]:
+        exs = self.exchanges.get(key, [])
+        return {"file": name, "exchanges": len(exs), "bytes": self.stored.get(key, 0),
+                "seen_bytes": sum(e.seen_bytes + len(e.request_body) for e in exs),
+                "truncated": any(e.truncated for e in exs)}  # fmt: skip
+
+
+def _resplit(chunks: list[int], total: int) -> list[int]:
+    """Chunk sizes adjusted to a body that redaction shortened or lengthened (the last piece takes the difference)."""
+    out, left = [], total
+    for c in chunks[:-1]:
+        take = min(c, left)
+        out.append(take)
+        left -= take
+    out.append(max(left, 0))
+    return out
+
+
+class _TeeStream(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, rec: EvidenceRecorder, ex: Exchange, t0: float) -> None:
+        self.inner, self.rec, self.ex, self.t0 = inner, rec, ex, t0
+
+    def _end(self, how: str, phase: str = "body", exc: BaseException | None = None) -> None:
+        if self.ex.ended:
+            return
+        self.ex.ended, self.ex.phase = how, phase
+        if exc is not None:
+            self.ex.error_type, self.ex.error = type(exc).__name__, self.rec._header("x", str(exc))
+        self.ex.duration_ms = round((time.monotonic() - self.t0) * 1000, 1)
+        self.rec.finish(self.ex)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.inner:
+                self.rec.keep(self.ex, chunk)
+                yield chunk
+        except asyncio.CancelledError:
+            self._end("cancelled")
+            raise
+        except Exception as exc:
+            self._end("error", exc=exc)
+            raise
+        self._end("eof")
+
+    async def aclose(self) -> None:
+        self._end("closed")
+        await self.inner.aclose()
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    def __init__(self, rec: EvidenceRecorder, inner: httpx.AsyncBaseTransport) -> None:
+        self.rec, self.inner = rec, inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        ex = self.rec.begin(request)
+        t0 = time.monotonic()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except asyncio.CancelledError:
+            ex.ended, ex.phase = "cancelled", "headers"
+            ex.duration_ms = round((time.monotonic() - t0) * 1000, 1)
+            raise
+        except Exception as exc:
+            ex.ended, ex.phase, ex.error_type = "error", "headers", type(exc).__name__
+            ex.error = self.rec._header("x", str(exc))
+            ex.duration_ms = round((time.monotonic() - t0) * 1000, 1)
+            raise
+        ex.status = response.status_code
+        ex.headers = [(k.lower(), self.rec._header(k, v)) for k, v in response.headers.multi_items()]
+        response.stream = _TeeStream(response.stream, self.rec, ex, t0)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# -- reading back and replaying --------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvidenceStore:
+    """A saved run's evidence: the index and every key's exchanges."""
+
+    directory: Path
+    index: dict[str, Any]
+    exchanges: dict[str, list[Saved]]
+    files: dict[str, dict[str, Any]]  # key -> the raw file document (for the HTML report)
+
+    @property
+    def case_ids(self) -> list[str]:
+        return [c["id"] for c in self.index["cases"]]
+
+    def verdicts(self) -> dict[str, str]:
+        return {c["id"]: c["verdict"] for c in self.index["cases"]}
+
+
+def _index_entry(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: must be an object")
+    if not isinstance(raw.get("id", raw.get("name")), str):
+        raise DataError(f"{where}: id: missing or not a string")
+    f = raw.get("file")
+    if f is not None and (not isinstance(f, str) or _SAFE.sub("_", f) != f or f.startswith(".")):
+        raise DataError(f"{where}: file: not a file name of this directory: {f!r}")
+    probes = raw.get("probes", [])
+    if not isinstance(probes, list) or not all(isinstance(p, str) for p in probes):
+        raise DataError(f"{where}: probes: must be a list of names")
+    return raw
+
+
+def load_store(run_dir: str | Path) -> EvidenceStore:
+    """RUN_DIR/evidence read back (bounded, strict JSON; a bad file or field is one DataError naming it)."""
+    d = Path(run_dir) / EVIDENCE_DIR
+    if not (d / INDEX).is_file():
+        raise DataError(f"{run_dir}: no {EVIDENCE_DIR}/{INDEX} (was the run written by `harness conform --out`?)")
+    index = read_json(d / INDEX, "evidence index", max_bytes=MAX_INDEX_BYTES, error=DataError)
+    where = str(d / INDEX)
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise DataError(f"{where}: format: this harness reads evidence format {FORMAT}")
+    cases = index.get("cases")
+    if not isinstance(cases, list):
+        raise DataError(f"{where}: cases: must be a list")
+    for i, c in enumerate(cases):
+        _index_entry(c, f"{where}: cases[{i}]")
+        if not isinstance(c.get("verdict"), str):
+            raise DataError(f"{where}: cases[{i}].verdict: missing")
+    probes = index.get("probes") or []
+    if not isinstance(probes, list):
+        raise DataError(f"{where}: probes: must be a list")
+    keyed: list[tuple[str, Any]] = [(c["id"], c.get("file")) for c in cases]
+    keyed += [
+        ("probe:" + _index_entry(p, f"{where}: probes[{i}]")["name"], p.get("file")) for i, p in enumerate(probes)
+    ]
+    suite = index.get("suite")
+    if suite is not None:
+        if not isinstance(suite, dict):
+            raise DataError(f"{where}: suite: must be an object")
+        keyed.append((SUITE_KEY, _index_entry({**suite, "id": SUITE_KEY}, f"{where}: suite").get("file")))
+    exchanges: dict[str, list[Saved]] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for key, name in keyed:
+        if not name:
+            continue
+        doc = read_json(d / name, "evidence file", max_bytes=MAX_FILE_BYTES, error=DataError)
+        fw = str(d / name)
+        if not isinstance(doc, dict) or not isinstance(doc.get("exchanges"), list):
+            raise DataError(f"{fw}: exchanges: must be a list")
+        exchanges[key] = [Saved.from_dict(e, f"{fw}: exchanges[{i}]") for i, e in enumerate(doc["exchanges"])]
+        files[key] = doc
+    return EvidenceStore(d, index, exchanges, files)
+
+
+@dataclass
+class ReplayLog:
+    """What the replay could not answer from the evidence, per case."""
+
+    missed: dict[str, list[str]] = field(default_factory=dict)  # requests with no saved exchange
+    repeated: dict[str, int] = field(default_factory=dict)  # polls answered with the last saved answer again
+    cut: dict[str, list[str]] = field(default_factory=dict)  # saved answers that the cap had cut
+
+    def for_case(self, case_id: str, probes: list[str]) -> tuple[list[str], int, list[str]]:
+        keys = [case_id, *(f"probe:{p}" for p in probes)]
+        missed = [m for k in keys for m in self.missed.get(k, [])]
+        cut = [m for k in keys for m in self.cut.get(k, [])]
+        return missed, sum(self.repeated.get(k, 0) for k in keys), cut
+
+
+_REPLAY_ERRORS = {
+    name: getattr(httpx, name)
+    for name in dir(httpx)
+    if isinstance(getattr(httpx, name), type) and issubclass(getattr(httpx, name), httpx.TransportError)
+}
+
+
+class _ReplayStream(httpx.AsyncByteStream):
+    def __init__(self, saved: Saved, request: httpx.Request, hang_s: float, log: ReplayLog, key: str) -> None:
+        self.saved, self.request, self.hang_s, self.log, self.key = saved, request, hang_s, log, key
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        s, pos = self.saved, 0
+        for n in s.chunks or ([len(s.body)] if s.body else []):
+            piece = s.body[pos : pos + n]
+            pos += n
+            if piece:
+                yield piece
+        if pos < len(s.body):
+            yield s.body[pos:]
+        if s.truncated:
+            self.log.cut.setdefault(self.key, []).append(f"{s.method} {s.path}")
+            raise httpx.ReadError("replay: the saved answer was cut at the evidence cap", request=self.request)
+        if s.ended == "error":
+            raise _REPLAY_ERRORS.get(s.error_type, httpx.ReadError)(s.error, request=self.request)
+        if s.ended in ("closed", "cancelled"):
+            # the live client stopped reading here; a replayed client that reads on waits as the live one did
+            await asyncio.sleep(self.hang_s)
+            raise httpx.ReadTimeout("replay: the live run stopped reading here", request=self.request)
+
+
+class ReplayTransport(httpx.AsyncBaseTransport):
+    """Answers each case's requests, in order, from its saved exchanges."""
+
+    def __init__(self, store: EvidenceStore, hang_s: float = 60.0) -> None:
+        self.pending = {k: list(v) for k, v in store.exchanges.items()}
+        self.last: dict[tuple[str, str, str], Saved] = {}
+        self.hang_s = hang_s
+        self.log = ReplayLog()
+
+    def _take(self, key: str, method: str, path: str, body: bytes) -> Saved | None:
+        queue = self.pending.get(key, [])
+        same = [i for i, s in enumerate(queue) if s.method == method and s.path == path]
+        exact = [i for i in same if queue[i].request_body == body]
+        picks = exact or same
+        return queue.pop(picks[0]) if picks else None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        key = _key()
+        path = redact_url(request.url.raw_path.decode("ascii", "replace"))
+        saved = self._take(key, request.method, path, bytes(request.content))
+        if saved is None and request.method == "GET" and (key, request.method, path) in self.last:
+            saved = self.last[(key, request.method, path)]  # a poll by the clock: the state when the run stopped
+            self.log.repeated[key] = self.log.repeated.get(key, 0) + 1
+        if saved is None:
+            self.log.missed.setdefault(key, []).append(f"{request.method} {path}")
+            raise httpx.ConnectError(f"replay: no saved answer for {request.method} {path}", request=request)
+        self.last[(key, request.method, path)] = saved
+        if saved.status is None:  # no response was had
+            if saved.ended == "cancelled":
+                await asyncio.sleep(self.hang_s)
+                raise httpx.ReadTimeout("replay: no answer before the live run's bound", request=request)
+            raise _REPLAY_ERRORS.get(saved.error_type, httpx.ConnectError)(saved.error, request=request)
+        return httpx.Response(saved.status, headers=saved.headers,
+                              stream=_ReplayStream(saved, request, self.hang_s, self.log, key))  # fmt: skip
+
+
+# -- re-judging a saved run ------------------------------------------------------------------------------------------
+
+REPLAY_URL = "http://127.0.0.1:9"  # never dialled: every client of the context answers from the replay transport
+REPLAY_KEY = "replayed-api-key"  # the saved run had a key (never saved); the auth cases need one to run
+
+
+def run_settings(ctx: Any, engine: dict[str, Any]) -> dict[str, Any]:
+    """What a re-judge needs to set up the same context (the index's header)."""
+    return {"expectations": ctx.exp.name, "model": ctx.model, "api_key": bool(ctx.api_key),
+            "max_stream_s": ctx.max_stream_s, "max_stream_bytes": ctx.max_stream_bytes,
+            "engine": {k: redact_url(v) if k == "url" else v for k, v in engine.items() if k != "identity"}}  # fmt: skip
+
+
+def _number(index: dict[str, Any], name: str, default: float) -> float:
+    v = index.get(name, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9:
+        raise DataError(f"evidence index: {name}: must be a positive number, got {v!r}")
+    return float(v)
+
+
+async def rejudge(run_dir: str | Path, exp: Any, *, on_result: Any = None, out: str | Path | None = None,
+                  max_wall_s: float | None = None) -> Any:  # fmt: skip
+    """The saved run's cases judged again by their own code on the saved exchanges (no engine). Each result carries
+    `extra["rejudge"]` (the saved verdict, whether it is the same, whether the evidence sufficed); the report's engine
+    block `rejudge` sums it up. With `out`, what was replayed is saved as OUT/evidence (so it can be judged again)."""
+    from harness.conformance.context import MAX_STREAM_BYTES, MAX_STREAM_S
+    from harness.conformance.runner import MAX_SUITE_S, new_ctx, run_suite
+
+    store = load_store(run_dir)
+    idx = store.index
+    stream_s = _number(idx, "max_stream_s", MAX_STREAM_S)
+    replay = ReplayTransport(store, hang_s=stream_s + 5.0)
+    recorder = EvidenceRecorder() if out is not None else None
+    model = idx.get("model") if isinstance(idx.get("model"), str) else ""
+    ctx = new_ctx(REPLAY_URL, exp, model=model, api_key=REPLAY_KEY if idx.get("api_key") is True else None,
+                  transport=replay, evidence=recorder, max_stream_s=stream_s,
+                  max_stream_bytes=int(_number(idx, "max_stream_bytes", MAX_STREAM_BYTES)))  # fmt: skip
+    saved = store.verdicts()
+    engine = dict(idx.get("engine") or {}) if isinstance(idx.get("engine"), dict) else {}
+    engine.update(url=f"rejudged from {run_dir}", model=model)
+    reader: dict[str, list[str]] = {}  # case -> probes it read in the live run (from the index)
+    for c in idx["cases"]:
+        reader[c["id"]] = list(c.get("probes") or [])
+
+    def annotate(res: Any) -> None:
+        missed, repeated, cut = replay.log.for_case(res.id, reader.get(res.id, []))
+        ok = not missed and not cut
+        if not ok:
+            what = []
+            if missed:
+                what.append(f"{len(missed)} request(s) had no saved answer ({', '.join(sorted(set(missed))[:3])})")
+            if cut:
+                what.append(f"{len(cut)} saved answer(s) were cut by the evidence cap")
+            res.note = f"{res.note}; " if res.note else ""
+            res.note += "not re-judged from the evidence: " + "; ".join(what)
+        res.extra["rejudge"] = {"saved_verdict": saved.get(res.id), "same": saved.get(res.id) == res.verdict,
+                                "rejudged": ok, "repeated_polls": repeated}  # fmt: skip
+        if on_result is not None:
+            on_result(res)
+
+    report = await run_suite(ctx, engine_info=engine, on_result=annotate, ids=store.case_ids,
+                             max_wall_s=max_wall_s or MAX_SUITE_S)  # fmt: skip
+    ran = {r.id for r in report.results}
+    report.engine["rejudge"] = {
+        "from": str(run_dir),
+        "cases": len(report.results),
+        "same": sum(1 for r in report.results if r.extra["rejudge"]["same"]),
+        "different": [r.id for r in report.results if not r.extra["rejudge"]["same"]],
+        "not_rejudged": [r.id for r in report.results if not r.extra["rejudge"]["rejudged"]],
+        "not_in_suite": [i for i in store.case_ids if i not in ran],  # saved cases this harness no longer has
+    }
+    if recorder is not None and out is not None:
+        keep = ("expectations", "model", "api_key", "max_stream_s", "max_stream_bytes", "engine")
+        recorder.write(out, report.results, {k: idx[k] for k in keep if k in idx})
+    return report

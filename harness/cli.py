@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "harness.golden.cli",
     "harness.upgrade.cli",
     "harness.load.cli",
+    "harness.matrix.cli",
 )
 
 

@@ -1,0 +1,301 @@
+"""One matrix cell: one release locked (cached), installed, launched once, and its observables recorded.
+
+A cell is DIR/cells/<release>.json. It is reused, with no install and no launch, when it was made for the same lock
+hash, model hash and harness version (`reuse_decision`, a pure function); a release that cannot be locked, installed
+or started is a cell too (status "failed", the stage, the reason and the log's tail), never a crash of the matrix.
+The observables (what the rows of the matrix are made of):
+  conformance  {case id: {verdict, behaviours}} under the spec's expectation file (the baseline release's)
+  metrics      {family: {type, labels, buckets}} of a /metrics scrape taken after the golden traffic
+  wire_keys    {endpoint: [dotted key paths]} of the non-streaming golden responses
+  flags        the release's argument surface when a capture is available, else {"captured": false, "reason"}
+  golden_diff  the golden diff against the baseline release's recording (counts and per-prompt classes)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import HarnessError, IdentityMismatch, InstallError
+from harness.outputs import atomic_write_text
+from harness.readers import read_json
+
+__all__ = [
+    "CELL_FORMAT",
+    "CellKey",
+    "cell_path",
+    "load_cell",
+    "reuse_decision",
+    "run_cell",
+    "failed_cell",
+    "metric_surface",
+    "wire_keys_of",
+    "golden_diff_summary",
+]
+
+CELL_FORMAT = "harness-matrix-cell/1"
+CellKey = dict[str, Any]  # {"lock_sha256", "model_sha256", "harness_version"}
+
+
+def cell_path(out: Path, release: str) -> Path:
+    return Path(out) / "cells" / f"{release}.json"
+
+
+def load_cell(out: Path, release: str) -> dict[str, Any] | None:
+    """The stored cell, or None when there is none; a cell file that is not a cell is a DataError naming it."""
+    p = cell_path(out, release)
+    if not p.exists():
+        return None
+    doc = read_json(p, "matrix cell", max_bytes=32 << 20)
+    if not isinstance(doc, dict) or doc.get("format") != CELL_FORMAT or doc.get("release") != release:
+        from harness.errors import DataError
+
+        raise DataError(f"{p}: not a matrix cell for release {release} (format {CELL_FORMAT})")
+    return doc
+
+
+def make_key(lock_sha256: str | None, model_sha256: str) -> CellKey:
+    return {"lock_sha256": lock_sha256, "model_sha256": model_sha256, "harness_version": __version__}
+
+
+def reuse_decision(cell: dict[str, Any] | None, key: CellKey, *, retry_failed: bool = False) -> tuple[bool, str]:
+    """(reuse?, why). Pure: a cell is reused when its key equals `key` (lock hash, model hash, harness version);
+    a failed cell likewise unless retry_failed; a lock-stage failure (no lock hash yet) when the rest matches."""
+    if cell is None:
+        return False, "no cell yet"
+    old = cell.get("key") or {}
+    if cell.get("status") == "failed" and retry_failed:
+        return False, f"failed at {cell.get('stage')} before; --retry-failed"
+    if cell.get("status") == "failed" and cell.get("stage") == "lock" and key.get("lock_sha256") is None:
+        same = all(old.get(k) == key.get(k) for k in ("model_sha256", "harness_version"))
+        return (True, "lock failed before (same model, same harness)") if same else (False, "key changed")
+    for k in ("lock_sha256", "model_sha256", "harness_version"):
+        if old.get(k) != key.get(k):
+            return False, f"{k} changed ({str(old.get(k))[:12]} -> {str(key.get(k))[:12]})"
+    if cell.get("status") not in ("ran", "failed"):
+        return False, f"unknown status {cell.get('status')!r}"
+    return True, "same lock, model and harness version"
+
+
+def metric_surface(text: str) -> dict[str, dict[str, Any]]:
+    """{family: {"type", "labels", "buckets"}}: the metric surface (harness.metrics.surface) plus each histogram's
+    bucket bounds (the `le` values, in order, +Inf last)."""
+    from harness.metrics.model import parse_exposition
+    from harness.metrics.surface import surface_of
+
+    expo = parse_exposition(text, where="/metrics")
+    surface = surface_of(expo)
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in sorted(surface.items()):
+        fam = expo.families.get(name)
+        buckets: list[str] | None = None
+        if fam is not None and fam.type == "histogram":
+            les = {s.labels["le"] for s in fam.samples if "le" in s.labels}
+            buckets = sorted(les, key=lambda x: float("inf") if x in ("+Inf", "Inf") else float(x))
+        out[name] = {"type": entry["type"], "labels": entry["labels"], "buckets": buckets}
+    return out
+
+
+def wire_keys_of(recording_dir: Path) -> dict[str, list[str]]:
+    """{endpoint: sorted key paths} over every non-streaming response of a golden recording."""
+    from harness.golden.store import load_recording
+
+    keys: dict[str, set[str]] = {}
+    for _sp, rec in load_recording(recording_dir).prompts().items():
+        keys.setdefault(str(rec["endpoint"]), set()).update(rec.get("response_keys", []))
+    return {ep: sorted(v) for ep, v in sorted(keys.items())}
+
+
+def golden_diff_summary(baseline_dir: Path, cell_dir: Path, baseline: str) -> dict[str, Any]:
+    from harness.golden.diff import DEFAULT_MARGIN, DEFAULT_TOLERANCE
+    from harness.upgrade.compare import golden_changes
+
+    d = golden_changes(str(baseline_dir), str(cell_dir), tolerance=DEFAULT_TOLERANCE, margin=DEFAULT_MARGIN)
+    if "refused" in d:
+        return {"baseline": baseline, "refused": d["refused"]}
+    return {
+        "baseline": baseline,
+        "ok": d.get("ok"),
+        "counts": d.get("counts"),
+        "prompts": {f"{p['set']}/{p['id']}": p.get("status") for p in d.get("prompts", []) if "set" in p},
+    }
+
+
+def failed_cell(
+    release: str, key: CellKey, stage: str, reason: str, log_tail: str = "", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "format": CELL_FORMAT,
+        "release": release,
+        "key": key,
+        "status": "failed",
+        "stage": stage,
+        "reason": reason[:2000],
+        "log_tail": (log_tail or "")[-3000:],
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **extra,
+    }
+
+
+def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) -> dict[str, Any]:
+    """The release's argument surface from its own parser, through the engine profile's `argument_surface` and the
+    cache of harness/launch/argsurface.py (no engine starts); {"captured": False, "reason"} where it cannot be read."""
+    try:
+        from harness.launch.argsurface import SurfaceUnavailable, cached_surface
+    except ImportError:
+        return {
+            "captured": False,
+            "reason": "no argument-surface capture in this harness (harness/launch/argsurface.py)",
+        }
+    capture = getattr(manifest.profile, "argument_surface", None)
+    if capture is None:
+        return {"captured": False, "reason": f"the {manifest.engine.kind} profile has no argument_surface"}
+    if env_dir is None or not Path(env_dir).is_dir():
+        return {"captured": False, "reason": "no engine environment to read the parser from"}
+    key = f"{manifest.engine.kind}-{manifest.engine.version}-{lock_hash or 'nolock'}"
+    try:
+        surface = cached_surface(key, lambda: capture(Path(env_dir), manifest.engine.version))
+    except SurfaceUnavailable as exc:
+        return {"captured": False, "reason": exc.one_line()}
+    except Exception as exc:  # noqa: BLE001 - a capture that fails is a finding of the cell
+        return {"captured": False, "reason": f"capture failed: {type(exc).__name__}: {str(exc)[:300]}"}
+    flags = surface.get("flags") if isinstance(surface, dict) else None
+    if not isinstance(flags, dict):
+        return {"captured": False, "reason": "the capture returned no flags"}
+    return {
+        "captured": True,
+        "source": surface.get("source"),
+        "flags": {
+            str(k): {
+                f: v.get(f) for f in ("default", "choices", "nargs", "takes_value", "deprecated") if isinstance(v, dict)
+            }
+            for k, v in sorted(flags.items())
+        },
+    }
+
+
+def run_cell(
+    release: str,
+    manifest: Any,
+    key: CellKey,
+    out: Path,
+    *,
+    expectations: str,
+    baseline: str,
+    prompt_sets: list[str] | None = None,
+    lock_seconds: float | None = None,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Install, launch once, collect, stop; returns the cell (written by the caller). Never raises for the engine."""
+    from harness.envs import ensure_env, env_for
+    from harness.golden.prompts import resolve_prompt_sets
+    from harness.upgrade.collect import collect_side
+
+    t0 = time.perf_counter()
+    timings: dict[str, Any] = {"lock_s": lock_seconds}
+    work = Path(out) / "work" / release
+    env = env_for(manifest)
+    fresh = not env.marker.is_file()
+    try:
+        t = time.perf_counter()
+        ensure_env(manifest)
+        timings["install_s"] = round(time.perf_counter() - t, 1)
+    except (HarnessError, OSError) as exc:
+        msg = exc.one_line() if isinstance(exc, HarnessError) else str(exc)
+        return failed_cell(release, key, "install", msg, str(exc), timings=timings)
+    marker = json.loads(env.marker.read_text())
+    install = {
+        "env": env.path.name,
+        "fresh": fresh,
+        "installer": marker.get("installer", "pip"),
+        "packages": marker.get("packages"),
+        "install_seconds": marker.get("install_seconds"),
+    }
+    sets = resolve_prompt_sets(prompt_sets)
+    say(f"[{release}] launching")
+    side = collect_side(manifest, work, sets, expectations=expectations, conformance=True, say=say)
+    timings["cell_s"] = round(time.perf_counter() - t0, 1)
+    timings["ready_s"] = side.get("ready_seconds")
+    timings["golden_s"] = side.get("golden_seconds")
+    timings["conformance_s"] = side.get("conformance_seconds")
+    if not side.get("ok"):
+        err = str(side.get("error", "engine failed"))
+        stage = "identity" if err.startswith(IdentityMismatch.__name__) else "launch"
+        if "ready_seconds" in side and side.get("ready_seconds") is not None:
+            stage = "collect"
+        return failed_cell(release, key, stage, err, str(side.get("log_tail", "")), timings=timings, install=install)
+    observables: dict[str, Any] = {}
+    conf = side.get("conformance") or {}
+    observables["conformance"] = {
+        "available": bool(conf.get("available")),
+        "expectations": conf.get("expectations", expectations),
+        "reason": conf.get("reason"),
+        "counts": conf.get("counts"),
+        "cases": {
+            cid: {"verdict": c.get("verdict"), "behaviours": sorted(c.get("behaviours") or [])}
+            for cid, c in sorted((conf.get("cases") or {}).items())
+        },
+    }
+    metrics_txt = work / manifest.name / "metrics.txt"
+    observables["metrics"] = metric_surface(metrics_txt.read_text()) if metrics_txt.is_file() else {}
+    rec_src = Path(str(side.get("golden_dir", "")))
+    golden_dir = Path(out) / "golden" / release
+    if rec_src.is_dir():
+        if golden_dir.exists():
+            shutil.rmtree(golden_dir)
+        shutil.copytree(rec_src, golden_dir)
+    observables["wire_keys"] = wire_keys_of(golden_dir) if golden_dir.is_dir() else {}
+    observables["flags"] = capture_flags(manifest, env.path, key.get("lock_sha256"))
+    identity = {k: v for k, v in (side.get("identity") or {}).items() if k not in ("base_url", "pid", "log")}
+    cell = {
+        "format": CELL_FORMAT,
+        "release": release,
+        "key": key,
+        "status": "ran",
+        "stage": "done",
+        "reason": None,
+        "identity": identity,
+        "models": side.get("models"),
+        "install": install,
+        "timings": timings,
+        "observables": observables,
+        "golden_dir": f"golden/{release}",
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if side.get("metrics_error"):
+        cell["metrics_error"] = side["metrics_error"]
+    attach_golden_diff(cell, out, baseline)
+    return cell
+
+
+def attach_golden_diff(cell: dict[str, Any], out: Path, baseline: str) -> bool:
+    """Set cell["golden_diff"] against the baseline's recording when both are on disk; True when it changed."""
+    if cell.get("status") != "ran":
+        return False
+    base_dir, own = Path(out) / "golden" / baseline, Path(out) / "golden" / cell["release"]
+    if not (base_dir.is_dir() and own.is_dir()):
+        new: dict[str, Any] = {"baseline": baseline, "refused": "no recording of the baseline release in this matrix"}
+    else:
+        try:
+            new = golden_diff_summary(base_dir, own, baseline)
+        except HarnessError as exc:
+            new = {"baseline": baseline, "refused": exc.one_line()}
+    if cell.get("golden_diff") == new:
+        return False
+    cell["golden_diff"] = new
+    return True
+
+
+def write_cell(out: Path, cell: dict[str, Any]) -> Path:
+    p = cell_path(out, cell["release"])
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(p, json.dumps(cell, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+    return p
+
+
+__all__ += ["attach_golden_diff", "write_cell", "make_key", "capture_flags", "InstallError"]

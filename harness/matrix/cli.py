@@ -1,0 +1,259 @@
+"""CLI: `harness lock`, `harness envs list|gc`, `harness matrix`, `harness bisect`.
+
+Exit codes: matrix 0 when every selected cell ran (1 when one failed); bisect 0 change found, 1 none in the range,
+2 bad input; lock and envs 0 / 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("lock", help="write a hashed lock for one release (uv pip compile --generate-hashes)")
+    p.add_argument("requirement", help="NAME==VERSION")
+    p.add_argument("--out", help="lock file (default manifests/locks/<name>-<version>.txt)")
+    p.add_argument("--override", action="append", default=[], help="NAME==VERSION override (repeatable)")
+    p.add_argument("--no-emit", action="append", default=[], help="package left out of the lock (repeatable)")
+    p.add_argument("--find-links", action="append", default=None, help="default: pip's configured find-links")
+    p.add_argument("--no-auto-overrides", action="store_true", help="do not override the wheel's local-version pins")
+    p.add_argument("--python-version", default="3.11")
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("envs", help="engine environments under $HARNESS_HOME/envs")
+    esub = p.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
+    e = esub.add_parser("list", help="every environment: size, installer, last use, in use")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_envs_list)
+    g = esub.add_parser("gc", help="delete all but the N most recently used environments (never one in use)")
+    g.add_argument("--keep", type=int, required=True)
+    g.add_argument("--dry-run", action="store_true")
+    g.set_defaults(func=cmd_envs_gc)
+
+    p = sub.add_parser("matrix", help="the compatibility matrix over a spec's releases (one cell per release)")
+    p.add_argument("spec")
+    p.add_argument("--out", required=True, help="matrix directory (cells/, golden/, locks/, matrix.*)")
+    p.add_argument("--releases", help="A..B (inclusive) or A,B,C; default every release of the spec")
+    p.add_argument("--retry-failed", action="store_true", help="run again the cells that failed")
+    p.add_argument("--keep-envs", type=int, default=None, help="after each cell, `envs gc --keep N`")
+    p.add_argument("--prompts", action="append", default=None, help="golden prompt set (default: all)")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("bisect", help="first release whose observable differs from --from's")
+    p.add_argument("spec")
+    obs = p.add_mutually_exclusive_group(required=True)
+    obs.add_argument("--case", help="conformance case id: its verdict and behaviours")
+    obs.add_argument("--metric", help="metric family: presence, type, labels, buckets")
+    obs.add_argument("--wire-key", help="response key path (ENDPOINT:PATH for one endpoint)")
+    obs.add_argument("--flag", help="flag of the release's parser: --flag=--max-model-len or --flag max-model-len")
+    p.add_argument("--from", dest="from_", help="default: the spec's first release")
+    p.add_argument("--to", help="default: the spec's last release")
+    p.add_argument("--dir", help="matrix directory holding the cells (default: the spec's results/ beside it)")
+    p.add_argument("--json", dest="json_out", help="write the answer as JSON")
+    p.add_argument("--no-run", action="store_true", help="answer from existing cells only; never launch")
+    p.set_defaults(func=cmd_bisect)
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from harness.matrix.lock import lock_release, parse_requirement
+    from harness.settings import REPO_ROOT
+
+    name, version = parse_requirement(args.requirement)
+    out = Path(args.out) if args.out else REPO_ROOT / "manifests" / "locks" / f"{name}-{version}.txt"
+    r = lock_release(
+        args.requirement,
+        out,
+        overrides=args.override,
+        no_emit=args.no_emit,
+        find_links=args.find_links,
+        python_version=args.python_version,
+        auto_overrides=not args.no_auto_overrides,
+        force=args.force,
+    )
+    over = ", ".join(r.overrides) or "none"
+    print(f"lock: {r.lock}: {r.packages} packages in {r.seconds} s (overrides: {over})")
+    return 0
+
+
+def _gb(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1e9:.1f} GB"
+
+
+def cmd_envs_list(args: argparse.Namespace) -> int:
+    from harness.envs import list_envs
+
+    envs = list_envs()
+    if args.json:
+        print(json.dumps(envs, indent=2))
+        return 0
+    for e in envs:
+        state = "in use" if e["in_use"] else ("complete" if e["complete"] else "INCOMPLETE")
+        print(
+            f"{e['name']:<40} {_gb(e['bytes']):>8}  {state:<10} {e['installer'] or '-':<12} {e['installed_at'] or '-'}"
+        )
+    print(f"{len(envs)} environment(s), {_gb(sum(e['bytes'] or 0 for e in envs))} (hardlinked files counted per env)")
+    return 0
+
+
+def cmd_envs_gc(args: argparse.Namespace) -> int:
+    from harness.envs import gc_envs
+
+    if args.keep < 0:
+        raise UsageError(f"--keep must be 0 or more, got {args.keep}")
+    deleted, kept = gc_envs(args.keep, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    for e in deleted:
+        print(f"{verb} {e['name']} ({_gb(e['bytes'])})")
+    for e in kept:
+        why = "in use" if e["in_use"] else e.get("note", "kept")
+        print(f"kept {e['name']} ({why})")
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from harness.matrix.run import run_matrix
+    from harness.matrix.spec import load_spec, select_releases
+
+    spec = load_spec(args.spec)
+    releases = select_releases(spec, args.releases)
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    kw: dict[str, Any] = {}
+    if args.keep_envs is not None:
+        if args.keep_envs < 0:
+            raise UsageError(f"--keep-envs must be 0 or more, got {args.keep_envs}")
+        from harness.envs import gc_envs
+        from harness.matrix.cell import run_cell
+
+        def runner(*a: Any, **kw: Any) -> dict[str, Any]:
+            cell = run_cell(*a, **kw)
+            gc_envs(args.keep_envs)
+            return cell
+
+        kw["runner"] = runner
+    doc = run_matrix(
+        spec, Path(args.out), releases, retry_failed=args.retry_failed, prompt_sets=args.prompts, say=say, **kw
+    )
+    actions = doc["run"]["actions"]
+    failed = [c["release"] for c in doc["releases"] if c["release"] in releases and c["status"] != "ran"]
+    print(
+        f"matrix: {len(releases)} cell(s): {sum(a == 'ran' for a in actions.values())} ran, "
+        f"{sum(a == 'reused' for a in actions.values())} reused; {doc['changed_rows']} of {len(doc['rows'])} rows "
+        f"change; {args.out}/matrix.html"
+    )
+    for v in failed:
+        c = next(c for c in doc["releases"] if c["release"] == v)
+        print(f"  {v}: failed at {c['stage']}: {c['reason']}")
+    return 1 if failed else 0
+
+
+def _observable(args: argparse.Namespace) -> tuple[str, str]:
+    for kind, value in (("case", args.case), ("metric", args.metric), ("wire-key", args.wire_key), ("flag", args.flag)):
+        if value is not None:
+            if not value.strip() or len(value) > 300 or any(ord(c) < 32 for c in value):
+                raise UsageError(f"--{kind}: not a usable name: {value[:60]!r}")
+            if kind == "flag" and not value.startswith("-"):
+                value = "--" + value
+            return kind, value
+    raise UsageError("one of --case, --metric, --wire-key, --flag is required")
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from harness.matrix.bisect import search
+    from harness.matrix.cell import load_cell
+    from harness.matrix.observe import display, observe
+    from harness.matrix.run import ensure_cell
+    from harness.matrix.spec import load_spec
+    from harness.outputs import atomic_write_text, output_file
+
+    spec = load_spec(args.spec)
+    kind, ident = _observable(args)
+    vs = spec.versions
+    a = args.from_ or vs[0]
+    b = args.to or vs[-1]
+    for flag, v in (("--from", a), ("--to", b)):
+        if v not in vs:
+            raise UsageError(f"{flag}: {v[:40]!r} is not a release of {args.spec}")
+    if vs.index(a) >= vs.index(b):
+        raise UsageError(f"--from {a} must come before --to {b}")
+    out = Path(args.dir) if args.dir else spec.resolve("results")
+    json_out = output_file(args.json_out, force=True, inputs=[spec.path], what="--json") if args.json_out else None
+    rng = vs[vs.index(a) : vs.index(b) + 1]
+    cells: dict[str, dict[str, Any]] = {}
+    known = {}
+    for v in rng:
+        c = load_cell(out, v)
+        if c is not None:
+            cells[v] = c
+            known[v] = observe(c, kind, ident)
+    ran: set[str] = set()
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+
+    def evaluate(v: str) -> tuple[bool, Any]:
+        if args.no_run:
+            return False, None
+        cell, action = ensure_cell(spec, v, out, say=say)
+        cells[v] = cell
+        if action == "ran":
+            ran.add(v)
+        return observe(cell, kind, ident)
+
+    res = search(rng, evaluate, known, mark_ran=lambda v: v in ran)
+    if res.error:
+        raise UsageError(res.error)
+
+    def side(v: str | None) -> dict[str, Any] | None:
+        if v is None:
+            return None
+        c = cells.get(v) or {}
+        return {"release": v, "value": res.values.get(v), "shown": display(kind, res.values.get(v)),
+                "cell": f"cells/{v}.json", "created_at": c.get("created_at")}  # fmt: skip
+
+    answer = {
+        "observable": {"kind": kind, "id": ident},
+        "first_changed": res.first_changed,
+        "last_same": res.last_same,
+        "from": a,
+        "to": b,
+        "evidence": {"last_same": side(res.last_same), "first_changed": side(res.first_changed)},
+        "evaluated": {v: display(kind, val) for v, val in res.values.items()},
+        "skipped": res.skipped,
+        "ran": res.ran,
+        "unevaluated": res.unevaluated,
+        # releases between last_same and first_changed with no observation (--no-run, failed cells): the first
+        # change may lie among them
+        "not_observed_between": [
+            v
+            for v in rng[rng.index(res.last_same) + 1 : rng.index(res.first_changed)]
+            if res.first_changed and res.last_same and v not in res.values
+        ]
+        if res.first_changed and res.last_same
+        else [],
+        "matrix_dir": str(out),
+    }
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(answer, indent=2, ensure_ascii=False, default=str) + "\n")
+    ran_txt = f"; ran {', '.join(res.ran)}" if res.ran else "; no cell ran"
+    if res.first_changed:
+        before, after = side(res.last_same) or {}, side(res.first_changed) or {}
+        print(f"{kind} {ident}: first changed in {res.first_changed} (last same: {res.last_same}){ran_txt}")
+        print(f"  {res.last_same}: {before.get('shown')}")
+        print(f"  {res.first_changed}: {after.get('shown')}")
+        if answer["not_observed_between"]:
+            print(
+                f"  not observed between them: {', '.join(answer['not_observed_between'])} (the change may lie there)"
+            )
+        return 0
+    print(f"{kind} {ident}: no change from {a} to {b} (same in {', '.join(res.values)}){ran_txt}")
+    if res.unevaluated:
+        print(f"  not evaluated (the binary search assumes a change persists): {', '.join(res.unevaluated)}")
+    if res.skipped:
+        print(f"  skipped (no observation): {', '.join(res.skipped)}")
+    return 1

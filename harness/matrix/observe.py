@@ -1,0 +1,143 @@
+"""Observables of matrix cells, and the matrix rows built from them. Pure functions over cell documents.
+
+An observable is (kind, id): kind "case" (a conformance case: verdict and behaviours), "metric" (a metric family:
+type, labels, histogram buckets; "absent" when the scrape lacks it), "wire-key" (a dotted key path of the
+non-streaming responses: the endpoints it appears in; `ENDPOINT:PATH` asks about one endpoint), "flag" (a flag of the
+release's parser: present with its default, or "absent"). `observe(cell, kind, id)` -> (known, value): known is False when the cell
+is missing, failed, or did not capture that surface (the release is then skipped, never taken as a change).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["KINDS", "ABSENT", "observe", "display", "rows", "first_change", "row_ids"]
+
+KINDS = ("case", "metric", "wire-key", "flag")
+ABSENT = "absent"
+
+
+def _obs(cell: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not isinstance(cell, dict) or cell.get("status") != "ran":
+        return None
+    o = cell.get("observables")
+    return o if isinstance(o, dict) else None
+
+
+def observe(cell: dict[str, Any] | None, kind: str, ident: str) -> tuple[bool, Any]:
+    o = _obs(cell)
+    if o is None:
+        return False, None
+    if kind == "case":
+        conf = o.get("conformance") or {}
+        if not conf.get("available"):
+            return False, None
+        c = (conf.get("cases") or {}).get(ident)
+        return True, ({"verdict": c.get("verdict"), "behaviours": c.get("behaviours") or []} if c else ABSENT)
+    if kind == "metric":
+        metrics = o.get("metrics") or {}
+        if not metrics:
+            return False, None
+        return True, metrics.get(ident, ABSENT)
+    if kind == "wire-key":
+        wire = o.get("wire_keys") or {}
+        if not wire:
+            return False, None
+        ep, sep, path = ident.partition(":")
+        if sep and ep in wire:
+            return True, path in wire[ep]
+        return True, sorted(e for e, keys in wire.items() if ident in keys) or ABSENT
+    if kind == "flag":
+        flags = o.get("flags") or {}
+        if not flags.get("captured"):
+            return False, None
+        entry = (flags.get("flags") or {}).get(ident)
+        return True, ({"default": entry.get("default")} if isinstance(entry, dict) else ABSENT)
+    raise ValueError(f"unknown observable kind {kind!r}")
+
+
+def display(kind: str, value: Any) -> str:
+    """A short cell text for the rendered matrix."""
+    if value is None:
+        return "?"
+    if value == ABSENT or value is False:
+        return "-"
+    if value is True:
+        return "yes"
+    if kind == "case":
+        beh = value.get("behaviours") or []
+        return str(value.get("verdict")) + (f" [{', '.join(beh)}]" if beh and value.get("verdict") != "pass" else "")
+    if kind == "metric":
+        text = str(value.get("type"))
+        if value.get("labels"):
+            text += "{" + ",".join(value["labels"]) + "}"
+        if value.get("buckets"):
+            text += f" {len(value['buckets'])} buckets"
+        return text
+    if kind == "wire-key":
+        return ",".join(value) if isinstance(value, list) else str(value)
+    if kind == "flag" and isinstance(value, dict):
+        return "default=" + json.dumps(value.get("default"), sort_keys=True, default=str)[:50]
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)[:60] if value else "yes"
+    return str(value)[:60]
+
+
+def first_change(versions: list[str], values: dict[str, tuple[bool, Any]]) -> tuple[str | None, list[str]]:
+    """(first release whose value differs from the first known release's, every release where the value differs
+    from the previous known one). Unknown releases are skipped."""
+    ref: Any = None
+    prev: Any = None
+    seen = False
+    first: str | None = None
+    changes: list[str] = []
+    for v in versions:
+        known, val = values.get(v, (False, None))
+        if not known:
+            continue
+        if not seen:
+            ref, prev, seen = val, val, True
+            continue
+        if val != prev:
+            changes.append(v)
+        if first is None and val != ref:
+            first = v
+        prev = val
+    return first, changes
+
+
+def row_ids(cells: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Every id of every kind seen in any cell, sorted."""
+    ids: dict[str, set[str]] = {k: set() for k in KINDS}
+    for cell in cells.values():
+        o = _obs(cell)
+        if o is None:
+            continue
+        ids["case"].update(((o.get("conformance") or {}).get("cases") or {}).keys())
+        ids["metric"].update((o.get("metrics") or {}).keys())
+        for ep, keys in (o.get("wire_keys") or {}).items():
+            ids["wire-key"].update(f"{ep}:{k}" for k in keys)
+        flags = o.get("flags") or {}
+        if flags.get("captured"):
+            ids["flag"].update((flags.get("flags") or {}).keys())
+    return {k: sorted(v) for k, v in ids.items()}
+
+
+def rows(versions: list[str], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per observable: the shown value per release, the first release where it changed, every change."""
+    out = []
+    for kind, ids in row_ids(cells).items():
+        for ident in ids:
+            values = {v: observe(cells.get(v), kind, ident) for v in versions}
+            first, changes = first_change(versions, values)
+            out.append(
+                {
+                    "kind": kind,
+                    "id": ident,
+                    "values": {v: (display(kind, val) if known else None) for v, (known, val) in values.items()},
+                    "first_changed": first,
+                    "changes": changes,
+                }
+            )
+    return out

@@ -1,0 +1,181 @@
+"""`harness matrix SPEC --out DIR`: one cell per selected release (lock, install, launch, collect; or reuse), then
+the golden diffs against the baseline and the rendered pages. Engines are stopped between cells (each cell's launch
+is a context that stops its engine); after the run the registry is checked for anything this process left running."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, RefusedError
+from harness.matrix.cell import (
+    attach_golden_diff,
+    failed_cell,
+    load_cell,
+    make_key,
+    reuse_decision,
+    run_cell,
+    write_cell,
+)
+from harness.matrix.spec import MatrixSpec, render_manifest
+
+__all__ = ["ensure_cell", "run_matrix", "lock_for", "CellRunner"]
+
+CellRunner = Callable[..., dict[str, Any]]
+
+
+def lock_for(spec: MatrixSpec, release: str, out: Path) -> Path:
+    """The lock a release runs from: the spec's committed lock, else DIR/locks/<stem>.txt (made once, then reused)."""
+    committed = spec.committed_lock(release)
+    return committed if committed is not None else Path(out) / "locks" / f"{spec.manifest_stem(release)}.txt"
+
+
+def _model_sha256(spec: MatrixSpec) -> str:
+    from harness.readers import read_yaml
+
+    raw = read_yaml(spec.resolve(spec.template), "manifest template")
+    model = raw.get("model") if isinstance(raw, dict) else None
+    return str(model.get("sha256")) if isinstance(model, dict) else ""
+
+
+def ensure_cell(
+    spec: MatrixSpec,
+    release: str,
+    out: Path,
+    *,
+    retry_failed: bool = False,
+    prompt_sets: list[str] | None = None,
+    runner: CellRunner = run_cell,
+    say: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], str]:
+    """(cell, action) where action is "reused" or "ran"; writes DIR/cells/<release>.json when it ran."""
+    from harness.envs import lock_sha256
+    from harness.matrix.lock import lock_release
+
+    out = Path(out)
+    lock = lock_for(spec, release, out)
+    model = _model_sha256(spec)
+    key = make_key(lock_sha256(lock) if lock.is_file() else None, model)
+    cell = load_cell(out, release)
+    reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
+    if reuse and cell is not None:
+        changed = attach_golden_diff(cell, out, spec.baseline)
+        changed = _fill_flags(spec, release, cell, lock, out) or changed
+        if changed:
+            write_cell(out, cell)
+        say(f"[{release}] reused ({why})")
+        return cell, "reused"
+    say(f"[{release}] running: {why}")
+    lock_s = None
+    if not lock.is_file():
+        t = time.perf_counter()
+        try:
+            lock_release(
+                spec.requirement_for(release),
+                lock,
+                overrides=spec.setting(release, "overrides"),
+                no_emit=spec.setting(release, "no_emit"),
+                python_version=spec.python,
+                python_platform=spec.python_platform,
+                say=say,
+            )
+        except HarnessError as exc:
+            cell = failed_cell(release, key, "lock", exc.one_line(), str(exc))
+            write_cell(out, cell)
+            return cell, "ran"
+        lock_s = round(time.perf_counter() - t, 1)
+        key = make_key(lock_sha256(lock), model)
+    try:
+        manifest = render_manifest(spec, release, lock, str(key["lock_sha256"]), out / "manifests")
+    except HarnessError as exc:
+        cell = failed_cell(release, key, "manifest", exc.one_line(), str(exc))
+        write_cell(out, cell)
+        return cell, "ran"
+    cell = runner(
+        release,
+        manifest,
+        key,
+        out,
+        expectations=spec.expectations,
+        baseline=spec.baseline,
+        prompt_sets=prompt_sets,
+        lock_seconds=lock_s,
+        say=say,
+    )
+    write_cell(out, cell)
+    return cell, "ran"
+
+
+def _fill_flags(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path, out: Path) -> bool:
+    """A reused cell whose flags were not captured gets them now when the release's environment is on disk (the
+    parser runs in it; nothing is installed and no engine starts). True when the cell changed."""
+    from harness.envs import env_for
+    from harness.matrix.cell import capture_flags
+
+    obs = cell.get("observables")
+    if cell.get("status") != "ran" or not isinstance(obs, dict) or (obs.get("flags") or {}).get("captured"):
+        return False
+    try:
+        manifest = render_manifest(spec, release, lock, str(cell["key"]["lock_sha256"]), out / "manifests")
+        env = env_for(manifest)
+    except HarnessError:
+        return False
+    if not env.marker.is_file():
+        return False
+    flags = capture_flags(manifest, env.path, cell["key"]["lock_sha256"])
+    if not flags.get("captured"):
+        return False
+    obs["flags"] = flags
+    return True
+
+
+def _leftovers() -> list[str]:
+    from harness.launch import registry
+
+    me = registry.current_harness()
+    return [
+        str(e.get("run_id"))
+        for e in registry.entries()
+        if e.get("harness_pid") == me["harness_pid"]
+        and e.get("harness_pid_start") == me["harness_pid_start"]
+        and registry.alive(e)
+    ]
+
+
+def run_matrix(
+    spec: MatrixSpec,
+    out: Path,
+    releases: list[str],
+    *,
+    retry_failed: bool = False,
+    prompt_sets: list[str] | None = None,
+    runner: CellRunner = run_cell,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Every selected cell (the baseline first when selected, so the others diff against its recording), then the
+    golden diffs of reused cells refreshed, then matrix.json/md/html over every cell present in DIR."""
+    from harness.matrix.render import write_pages
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RefusedError(f"{out}: --out is a file, not a directory")
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    order = sorted(releases, key=lambda v: (v != spec.baseline, spec.versions.index(v)))
+    actions: dict[str, str] = {}
+    t0 = time.perf_counter()
+    for release in order:
+        _cell, actions[release] = ensure_cell(
+            spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, runner=runner, say=say
+        )
+        left = _leftovers()
+        if left:
+            raise RefusedError(f"engines still registered after the cell of {release}: {', '.join(left)}")
+    for release in spec.versions:  # a baseline recording made after a cell: its golden diff is filled in now
+        cell = load_cell(out, release)
+        if cell is not None and attach_golden_diff(cell, out, spec.baseline):
+            write_cell(out, cell)
+    doc = write_pages(spec, out)
+    doc["run"] = {"actions": actions, "wall_seconds": round(time.perf_counter() - t0, 1)}
+    return doc

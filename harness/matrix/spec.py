@@ -1,0 +1,225 @@
+"""The matrix spec (`matrix/<name>.yaml`): a manifest template, the releases, the baseline; and rendering one
+release's manifest from the template.
+
+Every problem is one ManifestError naming the file and the field. Releases are exact versions (`X.Y.Z`, optionally
+`.postN`), unique, in ascending order; the baseline is one of them. A release may name a committed lock (relative to
+the spec); otherwise `harness matrix` locks it into DIR/locks/ (once: a lock there is reused, never re-resolved).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.errors import ManifestError, UsageError
+from harness.manifest import Manifest, load_manifest
+from harness.outputs import atomic_write_text
+from harness.readers import read_yaml
+from harness.yamlfile import read_yaml_mapping, validate_as
+
+__all__ = ["Release", "MatrixSpec", "load_spec", "select_releases", "render_manifest", "version_key", "PLACEHOLDERS"]
+
+VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,4}){0,2}(?:\.post\d{1,4})?")
+PLACEHOLDERS = ("version", "lock", "lock_sha256", "python", "platform_plugin", "startup_timeout_s")
+_PKG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    parts = v.replace(".post", ".").split(".")
+    nums = [int(p) for p in parts]
+    base, post = (nums[:-1], nums[-1]) if ".post" in v else (nums, -1)
+    return (*base, *([0] * (4 - len(base))), post)
+
+
+def _version(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f'must be a quoted version string like "0.20.0", got {type(v).__name__} {str(v)[:40]!r}')
+    if not VERSION.fullmatch(v):
+        raise ValueError(f"not an exact release version (X.Y.Z): {v[:60]!r}")
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(_Strict):
+    platform_plugin: bool = False
+    startup_timeout_s: float = Field(default=600.0, gt=0, le=7200)
+    no_emit: list[str] = Field(default_factory=list, max_length=50)
+    overrides: list[str] = Field(default_factory=list, max_length=50)
+
+    @field_validator("no_emit")
+    @classmethod
+    def _pkgs(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not _PKG.fullmatch(p):
+                raise ValueError(f"not a package name: {p[:60]!r}")
+        return v
+
+
+class Release(_Strict):
+    version: str
+    lock: str | None = Field(default=None, max_length=500)
+    platform_plugin: bool | None = None
+    startup_timeout_s: float | None = Field(default=None, gt=0, le=7200)
+    no_emit: list[str] | None = Field(default=None, max_length=50)
+    overrides: list[str] | None = Field(default=None, max_length=50)
+    note: str | None = Field(default=None, max_length=500)
+
+    _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))
+
+
+class MatrixSpec(_Strict):
+    format: int
+    name: str = Field(max_length=100)
+    template: str = Field(max_length=500)
+    manifest_name: str = Field(default="{version}", max_length=100)
+    requirement: str = Field(max_length=200)
+    baseline: str
+    expectations: str = Field(max_length=100)
+    python: str = "3.11"
+    python_platform: str = Field(default="x86_64-manylinux_2_28", max_length=100)
+    defaults: Defaults = Field(default_factory=Defaults)
+    releases: list[Release] = Field(min_length=1, max_length=500)
+    path: Path | None = Field(default=None, exclude=True)
+
+    _b = field_validator("baseline", mode="before")(classmethod(lambda cls, v: _version(v)))
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: int) -> int:
+        if v != 1:
+            raise ValueError(f"unknown spec format {v} (this harness reads format 1)")
+        return v
+
+    @field_validator("name", "expectations")
+    @classmethod
+    def _plain(cls, v: str) -> str:
+        if not _PKG.fullmatch(v):
+            raise ValueError(f"letters, digits, '.', '_' and '-' only: {v[:60]!r}")
+        return v
+
+    @field_validator("manifest_name", "requirement")
+    @classmethod
+    def _has_version(cls, v: str) -> str:
+        if "{version}" not in v or not re.fullmatch(r"[A-Za-z0-9._={}-]+", v):
+            raise ValueError(f"must contain {{version}} and only letters, digits, '.', '_', '-', '=': {v[:60]!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MatrixSpec:
+        vs = [r.version for r in self.releases]
+        dup = sorted({v for v in vs if vs.count(v) > 1})
+        if dup:
+            raise ValueError(f"release {dup[0]} is listed twice")
+        if vs != sorted(vs, key=version_key):
+            raise ValueError("releases must be listed in ascending version order")
+        if self.baseline not in vs:
+            raise ValueError(f"baseline {self.baseline} is not one of the releases")
+        return self
+
+    @property
+    def versions(self) -> list[str]:
+        return [r.version for r in self.releases]
+
+    def release(self, version: str) -> Release:
+        for r in self.releases:
+            if r.version == version:
+                return r
+        raise UsageError(f"{self.path}: no release {version} in the spec (releases: {', '.join(self.versions)})")
+
+    def resolve(self, rel: str) -> Path:
+        base = self.path.parent if self.path else Path.cwd()
+        p = Path(rel)
+        return p if p.is_absolute() else (base / p).resolve()
+
+    def committed_lock(self, version: str) -> Path | None:
+        r = self.release(version)
+        return self.resolve(r.lock) if r.lock else None
+
+    def setting(self, version: str, name: str) -> Any:
+        own = getattr(self.release(version), name)
+        return getattr(self.defaults, name) if own is None else own
+
+    def manifest_stem(self, version: str) -> str:
+        return self.manifest_name.replace("{version}", version)
+
+    def requirement_for(self, version: str) -> str:
+        return self.requirement.replace("{version}", version)
+
+
+def load_spec(path: str | Path) -> MatrixSpec:
+    p = Path(path)
+    raw = read_yaml_mapping(p, "matrix spec", "format, name, template, requirement, baseline, releases")
+    spec = validate_as(MatrixSpec, raw, p)
+    spec = spec.model_copy(update={"path": p.resolve()})
+    template = spec.resolve(spec.template)
+    if not template.is_file():
+        raise ManifestError(p, "template", f"no template file at {template}")
+    for r in spec.releases:
+        if r.lock is not None and not spec.resolve(r.lock).is_file():
+            raise ManifestError(p, f"releases.{r.version}.lock", f"no lock file at {spec.resolve(r.lock)}")
+    return spec
+
+
+def select_releases(spec: MatrixSpec, text: str | None) -> list[str]:
+    """`A..B` (inclusive; either end may be left out), a comma list `A,B,C`, or None for all; UsageError otherwise."""
+    vs = spec.versions
+    if text is None or text.strip() == "":
+        return vs
+    if ".." in text:
+        a, _, b = text.partition("..")
+        a, b = a.strip() or vs[0], b.strip() or vs[-1]
+        for x in (a, b):
+            if x not in vs:
+                raise UsageError(f"--releases: {x[:40]!r} is not a release of {spec.path} ({vs[0]} ... {vs[-1]})")
+        i, j = vs.index(a), vs.index(b)
+        if i > j:
+            raise UsageError(f"--releases: {a} comes after {b}")
+        return vs[i : j + 1]
+    picked = [x.strip() for x in text.split(",") if x.strip()]
+    for x in picked:
+        if x not in vs:
+            raise UsageError(f"--releases: {x[:40]!r} is not a release of {spec.path}")
+    return [v for v in vs if v in picked]
+
+
+def _fill(node: Any, values: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        return {k: _fill(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, values) for v in node]
+    if isinstance(node, str):
+        whole = re.fullmatch(r"\{(\w+)\}", node)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
+        return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), node)
+    return node
+
+
+def render_manifest(spec: MatrixSpec, version: str, lock: Path, lock_sha256: str, out_dir: Path) -> Manifest:
+    """Write DIR/manifests/<stem>.yaml from the template and load it (the full manifest validation applies)."""
+    template = spec.resolve(spec.template)
+    raw = read_yaml(template, "manifest template")
+    if not isinstance(raw, dict):
+        raise ManifestError(template, "(top level)", "must be a mapping (a manifest with placeholders)")
+    target = Path(out_dir) / f"{spec.manifest_stem(version)}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    values: dict[str, Any] = {
+        "version": version,
+        "lock": os.path.relpath(Path(lock).resolve(), target.parent.resolve()),
+        "lock_sha256": lock_sha256,
+        "python": spec.python,
+        "platform_plugin": spec.setting(version, "platform_plugin"),
+        "startup_timeout_s": spec.setting(version, "startup_timeout_s"),
+    }
+    filled = _fill(raw, values)
+    head = f"# Rendered by `harness matrix` from {template.name} for release {version}; do not edit.\n"
+    atomic_write_text(target, head + yaml.safe_dump(filled, sort_keys=False))
+    return load_manifest(target)

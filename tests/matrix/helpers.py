@@ -1,0 +1,63 @@
+"""Synthetic matrix cells and specs for the matrix tests (no engine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.matrix.cell import CELL_FORMAT, make_key
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "matrix" / "vllm-cpu.template.yaml"
+LOCK = REPO / "manifests" / "locks" / "vllm-0.11.0-cpu.txt"
+
+
+def write_spec(tmp: Path, versions: list[str], *, baseline: str | None = None, extra: str = "") -> Path:
+    rel = [f"  - {{version: {v}, lock: {LOCK}}}" for v in versions]
+    text = (
+        "format: 1\nname: synth\n"
+        f"template: {TEMPLATE}\n"
+        'manifest_name: "synth-{version}"\nrequirement: "synth=={version}"\n'
+        f"baseline: {baseline or versions[0]}\nexpectations: vllm-0.11\n{extra}releases:\n" + "\n".join(rel) + "\n"
+    )
+    p = tmp / "spec.yaml"
+    p.write_text(text)
+    return p
+
+
+def cell(
+    release: str,
+    *,
+    metrics: dict[str, Any] | None = None,
+    wire: dict[str, list[str]] | None = None,
+    cases: dict[str, Any] | None = None,
+    flags: dict[str, Any] | None = None,
+    status: str = "ran",
+    key: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "format": CELL_FORMAT,
+        "release": release,
+        "key": key or make_key("a" * 64, "b" * 64),
+        "status": status,
+        "stage": "done" if status == "ran" else "launch",
+        "reason": None if status == "ran" else "engine exited with code 1",
+        "created_at": f"2026-01-01T00:00:{len(release):02d}Z",
+    }
+    if status == "ran":
+        c["observables"] = {
+            "conformance": {"available": True, "cases": cases or {}},
+            "metrics": metrics
+            if metrics is not None
+            else {"m_base": {"type": "counter", "labels": [], "buckets": None}},
+            "wire_keys": wire if wire is not None else {"chat": ["choices"]},
+            "flags": {"captured": flags is not None, "flags": flags or {}, "reason": None if flags else "none"},
+        }
+    return c
+
+
+def write_cells(out: Path, cells: list[dict[str, Any]]) -> None:
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    for c in cells:
+        (out / "cells" / f"{c['release']}.json").write_text(json.dumps(c))

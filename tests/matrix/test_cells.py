@@ -1,0 +1,115 @@
+"""Cell reuse decisions, and a matrix run over a fake cell runner: a re-run runs nothing; a changed lock runs again;
+a failing release is a cell, not a crash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.errors import DataError
+from harness.matrix.cell import load_cell, make_key, metric_surface, reuse_decision
+from harness.matrix.run import run_matrix
+from harness.matrix.spec import load_spec
+from tests.matrix.helpers import cell, write_spec
+
+KEY = make_key("a" * 64, "b" * 64)
+
+
+def test_reuse_same_key():
+    assert reuse_decision(cell("1.0.0", key=KEY), KEY) == (True, "same lock, model and harness version")
+
+
+@pytest.mark.parametrize("field", ["lock_sha256", "model_sha256", "harness_version"])
+def test_no_reuse_when_a_key_part_changed(field):
+    other = {**KEY, field: "z"}
+    reuse, why = reuse_decision(cell("1.0.0", key=other), KEY)
+    assert not reuse and why.startswith(field)
+
+
+def test_failed_cells_are_reused_unless_retry():
+    failed = cell("1.0.0", key=KEY, status="failed")
+    assert reuse_decision(failed, KEY)[0] is True
+    assert reuse_decision(failed, KEY, retry_failed=True)[0] is False
+    assert reuse_decision(None, KEY) == (False, "no cell yet")
+
+
+def test_lock_failure_reused_without_a_lock_hash():
+    c = cell("1.0.0", key=make_key(None, "b" * 64), status="failed")
+    c["stage"] = "lock"
+    assert reuse_decision(c, make_key(None, "b" * 64))[0] is True
+    assert reuse_decision(c, make_key(None, "c" * 64))[0] is False
+
+
+def test_corrupt_cell_file_is_a_data_error(tmp_path):
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "1.0.0.json").write_text(json.dumps({"format": "other", "release": "1.0.0"}))
+    with pytest.raises(DataError):
+        load_cell(tmp_path, "1.0.0")
+
+
+def test_metric_surface_keeps_histogram_buckets_in_order():
+    text = (
+        "# HELP h_seconds x\n# TYPE h_seconds histogram\n"
+        'h_seconds_bucket{le="0.5"} 1\nh_seconds_bucket{le="10.0"} 2\nh_seconds_bucket{le="2.0"} 2\n'
+        'h_seconds_bucket{le="+Inf"} 2\nh_seconds_count 2\nh_seconds_sum 3\n'
+        '# HELP c_total y\n# TYPE c_total counter\nc_total{model_name="m"} 4\n'
+    )
+    s = metric_surface(text)
+    assert s["h_seconds"] == {"type": "histogram", "labels": [], "buckets": ["0.5", "2.0", "10.0", "+Inf"]}
+    assert s["c"] == {"type": "counter", "labels": ["model_name"], "buckets": None}
+
+
+class FakeRunner:
+    def __init__(self, fail: set[str] = frozenset()):
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def __call__(self, release, manifest, key, out, **kw):
+        self.calls.append(release)
+        if release in self.fail:
+            from harness.matrix.cell import failed_cell
+
+            return failed_cell(release, key, "launch", "engine exited with code 1", "Traceback ...\nboom")
+        c = cell(release, key=key, metrics={f"m_{release}": {"type": "gauge", "labels": [], "buckets": None}})
+        return c
+
+
+def test_rerun_reuses_every_cell_and_runs_nothing(tmp_path):
+    spec = load_spec(write_spec(tmp_path, ["1.0.0", "1.1.0", "1.2.0"], baseline="1.1.0"))
+    out = tmp_path / "m"
+    first = FakeRunner(fail={"1.2.0"})
+    doc = run_matrix(spec, out, spec.versions, runner=first, say=lambda m: None)
+    assert first.calls == ["1.1.0", "1.0.0", "1.2.0"]  # the baseline first
+    assert doc["run"]["actions"] == {"1.1.0": "ran", "1.0.0": "ran", "1.2.0": "ran"}
+    assert (out / "cells" / "1.2.0.json").is_file() and load_cell(out, "1.2.0")["stage"] == "launch"
+    assert {"matrix.json", "matrix.md", "matrix.html"} <= {p.name for p in out.iterdir()}
+    before = {p.name: p.read_bytes() for p in (out / "cells").iterdir()}
+    pages = (out / "matrix.json").read_bytes()
+    second = FakeRunner()
+    doc2 = run_matrix(spec, out, spec.versions, runner=second, say=lambda m: None)
+    assert second.calls == [] and set(doc2["run"]["actions"].values()) == {"reused"}
+    assert {p.name: p.read_bytes() for p in (out / "cells").iterdir()} == before
+    assert (out / "matrix.json").read_bytes() == pages  # same cells, same pages
+    third = FakeRunner()
+    run_matrix(spec, out, spec.versions, runner=third, retry_failed=True, say=lambda m: None)
+    assert third.calls == ["1.2.0"]
+
+
+def test_changed_key_runs_the_cell_again(tmp_path):
+    spec = load_spec(write_spec(tmp_path, ["1.0.0", "1.1.0"]))
+    out = tmp_path / "m"
+    run_matrix(spec, out, spec.versions, runner=FakeRunner(), say=lambda m: None)
+    c = load_cell(out, "1.1.0")
+    c["key"]["harness_version"] = "0.0.0-old"
+    (out / "cells" / "1.1.0.json").write_text(json.dumps(c))
+    again = FakeRunner()
+    run_matrix(spec, out, spec.versions, runner=again, say=lambda m: None)
+    assert again.calls == ["1.1.0"]
+
+
+def test_matrix_cli_bad_releases_is_exit_2(tmp_path, capsys):
+    spec = write_spec(tmp_path, ["1.0.0", "1.1.0"])
+    assert main(["matrix", str(spec), "--out", str(tmp_path / "m"), "--releases", "9.9.9..1.1.0"]) == 2
+    assert "--releases" in capsys.readouterr().err

@@ -123,7 +123,7 @@ def verify_env(env: EngineEnv, addition: EnvAddition | None = None) -> list[str]
         for name, ver in parse_lock(env.lock).items()
         if installed.get(name) != ver and installed.get(name, "").split("+")[0] != ver.split("+")[0]
     ]
-    if addition is not None and marker.get("platform_plugin"):
+    if addition is not None:  # asked for by this manifest, whatever the manifest that built the env asked for
         installed_version = _addition_version_installed(env, addition)
         if installed_version != addition.version:
             problems.append(
@@ -169,6 +169,28 @@ def _add_addition(env: EngineEnv, addition: EnvAddition) -> None:
         target.write_text(text)
 
 
+def _drop_addition(env: EngineEnv, manifest: Manifest) -> None:
+    """Remove the profile's addition from an environment whose manifest does not ask for it."""
+    addition = manifest.profile.env_addition if manifest.runtime.python is not None else None
+    if addition is None or _addition_version_installed(env, addition) is None:
+        return
+    sp = _site_packages(env)
+    for rel in addition.files:
+        (sp / rel).unlink(missing_ok=True)
+    for old in sp.glob(f"{addition.name}*.dist-info"):
+        shutil.rmtree(old, ignore_errors=True)
+    _set_marker(env, platform_plugin=False)
+
+
+def _set_marker(env: EngineEnv, **fields: object) -> None:
+    try:
+        marker = json.loads(env.marker.read_text())
+    except (OSError, ValueError):
+        return
+    marker.update(fields)
+    env.marker.write_text(json.dumps(marker, indent=2) + "\n")
+
+
 def _say(msg: str, quiet: bool) -> None:
     if not quiet:
         print(msg, file=sys.stderr, flush=True)
@@ -185,7 +207,10 @@ def ensure_env(manifest: Manifest, *, quiet: bool = False) -> EngineEnv:
             problems = verify_env(env, addition)
             if problems and addition is not None and all(p.startswith(PLUGIN_PROBLEM) for p in problems):
                 _add_addition(env, addition)  # our own small addition: repaired in place, not a reason to reinstall
+                _set_marker(env, platform_plugin=True)
                 problems = verify_env(env, addition)
+            if not problems and addition is None:
+                _drop_addition(env, manifest)  # one env (one lock) serves manifests with and without the addition
             if not problems:
                 touch_env(env)
                 _say(f"engine env: verified {env.path}", quiet)

@@ -59,12 +59,18 @@ def load_cell(out: Path, release: str) -> dict[str, Any] | None:
     return doc
 
 
-def make_key(lock_sha256: str | None, model_sha256: str) -> CellKey:
-    return {"lock_sha256": lock_sha256, "model_sha256": model_sha256, "harness_version": __version__}
+def make_key(lock_sha256: str | None, model_sha256: str, config_sha256: str | None = None) -> CellKey:
+    """config_sha256: what else the rendered manifest depends on (the template's bytes, the release's settings, the
+    expectation file's name), so that a changed template is never answered from an old cell."""
+    key: CellKey = {"lock_sha256": lock_sha256, "model_sha256": model_sha256, "harness_version": __version__}
+    if config_sha256 is not None:
+        key["config_sha256"] = config_sha256
+    return key
 
 
 def reuse_decision(cell: dict[str, Any] | None, key: CellKey, *, retry_failed: bool = False) -> tuple[bool, str]:
-    """(reuse?, why). Pure: a cell is reused when its key equals `key` (lock hash, model hash, harness version);
+    """(reuse?, why). Pure: a cell is reused when its key equals `key` (lock hash, model hash, harness version, and
+    the config hash of the rendered manifest);
     a failed cell likewise unless retry_failed; a lock-stage failure (no lock hash yet) when the rest matches."""
     if cell is None:
         return False, "no cell yet"
@@ -74,7 +80,7 @@ def reuse_decision(cell: dict[str, Any] | None, key: CellKey, *, retry_failed: b
     if cell.get("status") == "failed" and cell.get("stage") == "lock" and key.get("lock_sha256") is None:
         same = all(old.get(k) == key.get(k) for k in ("model_sha256", "harness_version"))
         return (True, "lock failed before (same model, same harness)") if same else (False, "key changed")
-    for k in ("lock_sha256", "model_sha256", "harness_version"):
+    for k in ("lock_sha256", "model_sha256", "harness_version", "config_sha256"):
         if old.get(k) != key.get(k):
             return False, f"{k} changed ({str(old.get(k))[:12]} -> {str(key.get(k))[:12]})"
     if cell.get("status") not in ("ran", "failed"):
@@ -124,6 +130,17 @@ def golden_diff_summary(baseline_dir: Path, cell_dir: Path, baseline: str) -> di
         "counts": d.get("counts"),
         "prompts": {f"{p['set']}/{p['id']}": p.get("status") for p in d.get("prompts", []) if "set" in p},
     }
+
+
+def _log_tail(path: Path, max_bytes: int = 3000) -> str:
+    """The last bytes of an engine log (the cell keeps tails only, never whole logs)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def failed_cell(
@@ -228,7 +245,8 @@ def run_cell(
         stage = "identity" if err.startswith(IdentityMismatch.__name__) else "launch"
         if "ready_seconds" in side and side.get("ready_seconds") is not None:
             stage = "collect"
-        return failed_cell(release, key, stage, err, str(side.get("log_tail", "")), timings=timings, install=install)
+        tail = str(side.get("log_tail") or "") or _log_tail(work / manifest.name / "run" / "engine.log")
+        return failed_cell(release, key, stage, err, tail, timings=timings, install=install)
     observables: dict[str, Any] = {}
     conf = side.get("conformance") or {}
     observables["conformance"] = {

@@ -21,7 +21,7 @@ from harness.matrix.cell import (
 )
 from harness.matrix.spec import MatrixSpec, render_manifest
 
-__all__ = ["ensure_cell", "run_matrix", "lock_for", "CellRunner"]
+__all__ = ["ensure_cell", "run_matrix", "lock_for", "config_sha256", "CellRunner"]
 
 CellRunner = Callable[..., dict[str, Any]]
 
@@ -38,6 +38,17 @@ def _model_sha256(spec: MatrixSpec) -> str:
     raw = read_yaml(spec.resolve(spec.template), "manifest template")
     model = raw.get("model") if isinstance(raw, dict) else None
     return str(model.get("sha256")) if isinstance(model, dict) else ""
+
+
+def config_sha256(spec: MatrixSpec, release: str) -> str:
+    """Everything besides the lock and the model that a cell's manifest and judgement come from."""
+    import hashlib
+    import json
+
+    template = hashlib.sha256(spec.resolve(spec.template).read_bytes()).hexdigest()
+    settings = {n: spec.setting(release, n) for n in ("platform_plugin", "startup_timeout_s")}
+    doc = {"template": template, **settings, "python": spec.python, "expectations": spec.expectations}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def ensure_cell(
@@ -57,7 +68,8 @@ def ensure_cell(
     out = Path(out)
     lock = lock_for(spec, release, out)
     model = _model_sha256(spec)
-    key = make_key(lock_sha256(lock) if lock.is_file() else None, model)
+    config = config_sha256(spec, release)
+    key = make_key(lock_sha256(lock) if lock.is_file() else None, model, config)
     cell = load_cell(out, release)
     reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
     if reuse and cell is not None:
@@ -86,7 +98,7 @@ def ensure_cell(
             write_cell(out, cell)
             return cell, "ran"
         lock_s = round(time.perf_counter() - t, 1)
-        key = make_key(lock_sha256(lock), model)
+        key = make_key(lock_sha256(lock), model, config)
     try:
         manifest = render_manifest(spec, release, lock, str(key["lock_sha256"]), out / "manifests")
     except HarnessError as exc:

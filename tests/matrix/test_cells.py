@@ -113,3 +113,13 @@ def test_matrix_cli_bad_releases_is_exit_2(tmp_path, capsys):
     spec = write_spec(tmp_path, ["1.0.0", "1.1.0"])
     assert main(["matrix", str(spec), "--out", str(tmp_path / "m"), "--releases", "9.9.9..1.1.0"]) == 2
     assert "--releases" in capsys.readouterr().err
+
+
+def test_changed_template_settings_run_the_cell_again(tmp_path):
+    spec_path = write_spec(tmp_path, ["1.0.0", "1.1.0"])
+    out = tmp_path / "m"
+    run_matrix(load_spec(spec_path), out, ["1.0.0", "1.1.0"], runner=FakeRunner(), say=lambda m: None)
+    spec_path.write_text(spec_path.read_text().replace("releases:", "defaults: {startup_timeout_s: 99}\nreleases:"))
+    again = FakeRunner()
+    run_matrix(load_spec(spec_path), out, ["1.0.0", "1.1.0"], runner=again, say=lambda m: None)
+    assert again.calls == ["1.0.0", "1.1.0"]

@@ -22,7 +22,7 @@ def test_committed_spec_lists_every_minor_from_0_11_to_0_32():
     assert {"0.20.0", "0.32.0"} <= set(spec.versions)
     assert spec.committed_lock("0.20.0") == REPO / "manifests" / "locks" / "vllm-0.20.0-cpu.txt"
     assert spec.committed_lock("0.21.0") is None
-    assert spec.setting("0.11.0", "platform_plugin") is True and spec.setting("0.20.0", "platform_plugin") is False
+    assert spec.setting("0.20.0", "platform_plugin") is True and spec.setting("0.32.0", "platform_plugin") is False
 
 
 def test_select_releases_ranges_and_lists():
@@ -52,7 +52,7 @@ def test_render_manifest_is_a_valid_manifest_with_a_relative_lock(tmp_path):
     lock = spec.committed_lock("0.20.0")
     m = render_manifest(spec, "0.20.0", lock, lock_sha256(lock), tmp_path / "manifests")
     assert m.engine.version == "0.20.0" and m.name == "vllm-0.20.0-cpu"
-    assert m.runtime.python.platform_plugin is False
+    assert m.runtime.python.platform_plugin is True
     assert not Path(m.runtime.python.lock).is_absolute()
     assert m.lock_path == spec.committed_lock("0.20.0")
     assert m.server.args == ["--enforce-eager", "--dtype", "float32", "--max-model-len", "1024", "--seed", "0"]

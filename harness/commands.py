@@ -11,8 +11,14 @@ from harness.manifest import DEFAULT_MANIFEST, load_manifest
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="validate a manifest (schema, lock, pins)")
+    p = sub.add_parser("validate", help="validate a manifest (schema, lock, pins; server.args against its release)")
     p.add_argument("manifest")
+    p.add_argument(
+        "--surface",
+        action="store_true",
+        help="check server.args against the flags of the release the manifest pins, read from its installed "
+        "environment or build (no engine starts; without it they are checked only when that surface was read before)",
+    )
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("install", help="build or verify the pinned engine environment")
@@ -62,10 +68,41 @@ def cmd_validate(args) -> int:
         rt = f"source {src.filename} sha256 {src.sha256[:12]}"
     else:
         rt = f"docker {dk.image}@{dk.digest}"
+    surface_line = _validate_surface(m, capture=getattr(args, "surface", False))
     print(
         f"ok: {args.manifest}: {m.engine.kind} {m.engine.version}; {rt}; model {m.model.source} {m.model.sha256[:12]}"
     )
+    if surface_line:
+        print(surface_line)
     return 0
+
+
+def _validate_surface(m, *, capture: bool) -> str:
+    """server.args against the pinned release's own flags: a ManifestError naming the first flag it would not accept
+    (exit 2, one line); '' when not checked (no surface read before, and no --surface)."""
+    from harness.errors import ManifestError
+    from harness.launch.argsurface import flag_tokens
+    from harness.launch.surfaces import (
+        SurfaceUnavailable,
+        cached_release_surface,
+        manifest_arg_problems,
+        release_surface,
+    )
+
+    surface = cached_release_surface(m)
+    if surface is None and capture:
+        try:
+            surface = release_surface(m, install=False)
+        except SurfaceUnavailable as exc:
+            raise UsageError(f"{m.path}: --surface: {exc}") from None
+    if surface is None:
+        return ""
+    problems = manifest_arg_problems(m, surface)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ManifestError(m.path, "server.args", problems[0]["line"] + more)
+    n = len(flag_tokens(surface, list(m.server.args)))
+    return f"args: the {n} flags of server.args are accepted by {m.engine.kind} {m.engine.version}'s own parser"
 
 
 def cmd_install(args) -> int:

@@ -33,6 +33,27 @@ class _LlamaCpp(EngineProfile):
             return ensure_llama_server(pin.sha256, pin=pin, progress=lambda line: None)
         return ensure_llama_server(pin.sha256, pin=pin)
 
+    def built_binary(self, source: Any, version: str) -> Path | None:
+        """The verified binary of a finished build of this pin, or None when it has not been built (nothing built)."""
+        from harness.engines.llamacpp_build import MARKER, build_dir, build_key, build_key_inputs, verify_build
+
+        inputs = build_key_inputs(source.sha256, version)
+        final = build_dir(build_key(inputs))
+        return verify_build(final, inputs) if (final / MARKER).exists() else None
+
+    def argument_surface(self, runtime: Path, release: str) -> dict[str, Any]:
+        """`llama-server --help` of the verified binary at `runtime` (it prints and exits; nothing is served)."""
+        from harness.launch.argsurface import SurfaceUnavailable, run_capture, surface_from_help
+
+        if not runtime.is_file():
+            raise SurfaceUnavailable(f"{runtime}: no llama-server binary")
+        text = run_capture([str(runtime), "--help"], env=self.capture_env(), timeout=30)
+        surface = surface_from_help(text, engine=self.kind, release=release)
+        if len(surface["flags"]) < 20 or "--port" not in surface["flags"]:
+            raise SurfaceUnavailable(f"{runtime} --help: not a flag listing ({len(surface['flags'])} flags read)")
+        surface["captured_with"] = "llama-server --help"
+        return surface
+
 
 LLAMACPP = _LlamaCpp(
     kind="llamacpp",

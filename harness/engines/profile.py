@@ -132,6 +132,30 @@ class EngineProfile:
 
     def read_identity(self, doc: Mapping[str, Any], pinned: str, model_mount: str | None = None) -> dict[str, Any]:
         """{engine, version, ...recorded fields} from the identity document; IdentityProblem when it disagrees."""
+    def built_binary(self, source: Any, version: str) -> Path | None:
+        """runtime.source: the verified binary of a finished build, or None when there is none yet (builds nothing)."""
+        return None
+
+    # -- argument surface ------------------------------------------------------------------------------------------
+
+    def argument_surface(self, runtime: Path, release: str) -> dict[str, Any]:
+        """Every flag this release's own parser accepts, with defaults (harness.launch.argsurface's surface), read
+        from `runtime` (a Python engine environment's directory, or a source build's binary) without starting the
+        engine; SurfaceUnavailable saying why when this engine's cannot be read here (notes["argument_surface"])."""
+        from harness.launch.argsurface import SurfaceUnavailable
+
+        why = self.notes.get("argument_surface") or f"the {self.title} profile has no way to read its flags"
+        raise SurfaceUnavailable(f"argument surface of {self.title} {release} not captured: {why}")
+
+    def capture_env(self) -> dict[str, str]:
+        """The environment a surface capture runs with: the harness's own minus the engine's variables, plus its
+        fixed ones (telemetry off) and no network for model hubs."""
+        import os
+
+        dropped = (*self.dropped_env_prefixes, "HF_", "TRANSFORMERS_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+        return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **self.fixed_env}
+
         ident = self.identity
         raw = doc.get(ident.version_field)
         reported = (

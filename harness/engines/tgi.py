@@ -51,5 +51,7 @@ TGI = _Tgi(
     notes={
         "blocks": "TGI exports no block configuration (num_gpu_blocks / block_size) and no KV usage gauge",
         "hidden_metrics": "TGI is a container image: there is no source tree to look for metric names in",
+        "argument_surface": "TGI runs only from its container image, which cannot be pulled here, so its launcher's "
+        "--help cannot be read (none captured)",
     },
 )

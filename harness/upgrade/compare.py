@@ -236,6 +236,8 @@ def compare_sides(
     old_m: Manifest, new_m: Manifest, old: Side, new: Side, *, tolerance: float, margin: float
 ) -> Comparison:
     cmp: Comparison = {"manifest": manifest_changes(old_m, new_m)}
+    if new.get("arguments"):  # the pre-launch check of the flags against the new release (harness.upgrade.arguments)
+        cmp["manifest"]["surface"] = new["arguments"]
     if old.get("golden_dir") and new.get("golden_dir"):
         cmp["golden"] = golden_changes(old["golden_dir"], new["golden_dir"], tolerance=tolerance, margin=margin)
         cmp.update(wire_changes(old["golden_dir"], new["golden_dir"]))

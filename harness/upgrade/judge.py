@@ -6,8 +6,10 @@
     review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled (between two
               engine kinds: one engine-change line mapping the series the harness reads), changed
               response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
-              changed engine defaults (`*_info` label values), conformance not run
-    info      locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
+              changed engine defaults (`*_info` label values), conformance not run, a manifest flag the new release
+              deprecates
+    info      the new release's added, gone (unused) flags and changed defaults, an argument surface not read here,
+              locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
               declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
               engine fixed it; the new engine's expectation file drops them)
     safe      none of the blocking or review reasons
@@ -37,6 +39,8 @@ def engines(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     return [
         _reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
         for side, label in ((old, "old"), (new, "new"))
+    if old.get("launched") is False and new.get("launched") is False:  # refused before launch: arguments says why
+        return [_reason("blocking", "neither engine was launched (the argument check refused the new manifest)")]
         if not side.get("ok")
     ]
 
@@ -115,12 +119,14 @@ def metrics(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
 
 
 def arguments(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    """What the engine runs with. The manifests' server args are shown in the report, not judged; defaults the engine
-    changed on its own show in the labels of its `*_info` gauges (e.g. cache_config_info)."""
+    """What the engine runs with: the manifests' flags against the new release's own argument surface (checked before
+    any launch, see _surface_reasons), and defaults the engine changed on its own as the labels of its `*_info` gauges
+    show them (e.g. cache_config_info)."""
+    out = _surface_reasons((cmp.get("manifest") or {}).get("surface") or {})
     info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
     if not info_vals:
-        return []
-    return [
+        return out
+    return out + [
         _reason(
             "review",
             "engine defaults changed (visible in *_info labels): "
@@ -137,6 +143,82 @@ def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
         if w["added"] or w["removed"]
     ]
     fp = cmp.get("system_fingerprint") or {}
+def _listed(items: list[str], n: int = 8) -> str:
+    return ", ".join(items[:n]) + (f" ... ({len(items)} in all)" if len(items) > n else "")
+
+
+def _surface_reasons(surface: dict[str, Any]) -> list[Reason]:
+    """The pre-launch check of the flags against the new release's own argument surface (harness.upgrade.arguments):
+    an old flag the new release does not accept (removed, renamed, ambiguous, a value outside its choices) and the new
+    manifest's own rejected flags are blocking; a flag deprecated in the new release is review; the release's added
+    flags, changed defaults and a surface that could not be read are info."""
+    from harness.upgrade.arguments import BLOCKING_PROBLEMS
+
+    new_rel = (surface.get("new_surface") or {}).get("release", "the new release")
+    out = []
+    for p in surface.get("old_args") or []:
+        if p["problem"] in BLOCKING_PROBLEMS:
+            what = {"removed": "removed", "renamed": f"renamed to {p.get('to')} ({p.get('rule')})"}.get(
+                p["problem"], p["problem"]
+            )
+            out.append(
+                _reason(
+                    "blocking",
+                    f"arguments: the old manifest's {p['flag']} is not accepted by {new_rel}: {what} "
+                    f"(found before launching it: {p['line']})",
+                )
+            )
+    if surface.get("launch_refused"):
+        out.append(_reason("blocking", f"arguments: {surface['launch_refused']} (no engine launched)"))
+    elif surface.get("new_args"):
+        out.append(
+            _reason(
+                "blocking",
+                "arguments: the new manifest's own server.args: " + "; ".join(p["line"] for p in surface["new_args"]),
+            )
+        )
+    dep = [p["flag"] for p in surface.get("old_args") or [] if p["problem"] == "deprecated"]
+    if dep:
+        out.append(_reason("review", f"arguments: the old manifest's flags deprecated in {new_rel}: {_listed(dep)}"))
+    moved = [p for p in surface.get("old_args") or [] if p["problem"] == "default-changed"]
+    if moved:
+        out.append(
+            _reason(
+                "info",
+                "arguments: flags the manifest sets whose default moved (the manifest's value still applies): "
+                + _listed([f"{p['flag']} {p['old']!r}->{p['new']!r}" for p in moved]),
+            )
+        )
+    rel = surface.get("release")
+    if rel:
+        gone = [x["flag"] for x in rel.get("removed") or []] + [
+            f"{x['flag']}->{x['to']}" for x in rel.get("renamed") or []
+        ]
+        if gone:
+            out.append(
+                _reason(
+                    "info",
+                    f"arguments: {rel['removed_count'] + rel['renamed_count']} flags of {rel['old']} are gone from "
+                    f"{rel['new']} (none of them in the old manifest unless listed above): {_listed(gone)}",
+                )
+            )
+        if rel.get("added_count"):
+            out.append(_reason("info", f"arguments: {rel['added_count']} flags added: {_listed(rel['added'])}"))
+        if rel.get("defaults_changed_count"):
+            out.append(
+                _reason(
+                    "info",
+                    f"arguments: {rel['defaults_changed_count']} defaults changed: "
+                    + _listed([f"{d['flag']} {d['old']!r}->{d['new']!r}" for d in rel["defaults_changed"]]),
+                )
+            )
+    for side in ("old_surface", "new_surface"):
+        why = (surface.get(side) or {}).get("unavailable")
+        if why and not (side == "old_surface" and surface.get("migration")):
+            out.append(_reason("info", f"arguments: {why}"))
+    return out
+
+
     if fp.get("new") and not fp.get("old"):
         out.append(_reason("review", f"system_fingerprint appears: {', '.join(fp['new'])}"))
     return out

@@ -160,6 +160,89 @@ def _conformance(c: dict[str, Any]) -> list[str]:
     return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
 
 
+def _surface(a: dict[str, Any]) -> list[str]:
+    """The pre-launch argument check: the manifests' flags against the new release's own parser, then the release
+    diff (harness.upgrade.arguments)."""
+    ns, os_ = a.get("new_surface") or {}, a.get("old_surface") or {}
+    lines = [
+        "Checked before any engine was launched"
+        + (f" ({a['seconds']} s)" if a.get("seconds") is not None else "")
+        + ": "
+        + (
+            f"new release {ns['release']}: {ns['flags']} flags ({ns['captured_with']})"
+            if "release" in ns
+            else f"new release: {ns.get('unavailable')}"
+        )
+        + "; "
+        + (
+            f"old release {os_['release']}: {os_['flags']} flags."
+            if "release" in os_
+            else f"old: {os_.get('unavailable')}."
+        ),
+        "",
+    ]
+    rows = [
+        [
+            _code(p["flag"]),
+            f"**{p['problem']}**",
+            p.get("to") and f"{_code(p['to'])} ({p.get('rule')})" or "",
+            p["line"],
+        ]
+        for p in a.get("old_args") or []
+    ]
+    lines += (
+        ["Old manifest's server.args on the new release:", ""]
+        + _table(["flag", "finding", "renamed to", "detail"], rows)
+        if rows
+        else ["Old manifest's server.args on the new release: every flag accepted, no default it sets moved."]
+    )
+    if a.get("new_args"):
+        lines += ["", "New manifest's own server.args rejected by its release:", ""]
+        lines += [f"- {_code(p['flag'])}: {p['line']}" for p in a["new_args"]]
+    if a.get("launch_refused"):
+        lines += ["", f"**No engine was launched:** {a['launch_refused']}."]
+    rel = a.get("release")
+    if rel:
+        lines += [
+            "",
+            f"Release to release ({rel['old']} → {rel['new']}; {rel['counts']['old']} → {rel['counts']['new']} flags): "
+            f"{rel['removed_count']} removed, {rel['renamed_count']} renamed, {rel['added_count']} added, "
+            f"{rel['aliases_removed_count']} spellings gone, {rel['defaults_changed_count']} defaults changed"
+            + (
+                f", {len(rel['config_defaults_changed'])} config objects' defaults changed"
+                if rel.get("config_defaults_changed")
+                else ""
+            )
+            + ".",
+            "",
+        ]
+        if rel.get("removed"):
+            lines.append("- **Removed:** " + ", ".join(_code(x["flag"]) for x in rel["removed"]))
+        if rel.get("renamed"):
+            lines.append(
+                "- **Renamed:** "
+                + ", ".join(f"{_code(x['flag'])} → {_code(x['to'])} ({x['rule']})" for x in rel["renamed"])
+            )
+        if rel.get("aliases_removed"):
+            lines.append("- **Spellings gone:** " + ", ".join(_code(x) for x in rel["aliases_removed"]))
+        if rel.get("deprecated"):
+            lines.append("- **Newly deprecated:** " + ", ".join(_code(x) for x in rel["deprecated"]))
+        if rel.get("defaults_changed"):
+            lines += ["", "Defaults changed:", ""]
+            lines += _table(
+                ["flag", "old default", "new default"],
+                [[_code(d["flag"]), _code(d["old"]), _code(d["new"])] for d in rel["defaults_changed"]],
+            )
+        if rel.get("config_defaults_changed"):
+            lines += [
+                "",
+                "Config objects whose defaults changed: " + ", ".join(_code(x) for x in rel["config_defaults_changed"]),
+            ]
+        if rel.get("added"):
+            lines += ["", "- **Added:** " + ", ".join(_code(x) for x in rel["added"])]
+    return lines
+
+
 def render_markdown(r: Report) -> str:
     v = r["verdict"]
     old, new, cmp = r["old"], r["new"], r["comparison"]
@@ -208,6 +291,8 @@ def render_markdown(r: Report) -> str:
         f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, "
         f"removed {mc.get('args_removed')})"
     )
+    if mc.get("surface"):
+        L += ["", "### Flags against the new release's own argument surface", ""] + _surface(mc["surface"]) + [""]
     L.append(f"- server env changes: {mc.get('env_changed') or 'none'}")
     L.append(f"- same model: {mc.get('model_same')}")
     rt = mc.get("python_runtime") or [None, None]

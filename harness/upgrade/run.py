@@ -1,6 +1,8 @@
 """`run_upgrade(OLD, NEW, DIR)`: each manifest loaded once, each engine launched once (old first), then compare,
 judge, and write DIR/upgrade.json and DIR/upgrade.md (atomically; an existing report is not replaced without force).
-Every refusal (same manifest twice, bad thresholds, an unusable DIR) comes before any engine starts."""
+Every refusal (same manifest twice, bad thresholds, an unusable DIR) comes before any engine starts, and so does the
+argument check (harness.upgrade.arguments: the old server.args against the new release's own flags). When the new
+manifest's own server.args are flags its release rejects, no engine is launched: the report says why (blocking)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from harness.golden.diff import check_thresholds
 from harness.golden.prompts import resolve_prompt_sets
 from harness.manifest import Manifest, load_manifest
 from harness.outputs import atomic_write_text, output_dir
+from harness.upgrade.arguments import check_arguments
 from harness.upgrade.collect import collect_side
 from harness.upgrade.compare import compare_sides
+from harness.upgrade.html import write_html
 from harness.upgrade.judge import judge
 from harness.upgrade.model import Report
 from harness.upgrade.render import render_markdown
@@ -24,6 +28,18 @@ from harness.upgrade.render import render_markdown
 __all__ = ["run_upgrade", "REPORT_FORMAT"]
 
 REPORT_FORMAT = "harness-upgrade/1"
+
+
+def _not_launched(m: Manifest, why: str) -> dict[str, object]:
+    return {
+        "manifest": str(m.path),
+        "name": m.name,
+        "ok": False,
+        "launched": False,
+        "engine": {"kind": m.engine.kind, "version": m.engine.version},
+        "error": f"not launched: {why}",
+        "wall_seconds": 0.0,
+    }
 
 
 def run_upgrade(
@@ -49,7 +65,8 @@ def run_upgrade(
     if (out / "upgrade.json").exists() and not force:
         raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")
     # a file as --out, a directory where a report file goes, a manifest as the report: OutputError before any launch
-    output_dir(out, ["upgrade.json", "upgrade.md"], force=force, inputs=[old_m.path, new_m.path], what="--out")
+    output_dir(out, ["upgrade.json", "upgrade.md", "upgrade.html"], force=force, inputs=[old_m.path, new_m.path],
+               what="--out")  # fmt: skip
     # An upgrade judges both sides by the old engine's expectations (what its clients rely on); an engine migration
     # (two kinds) judges each side by its own engine's file, side by side. Files are chosen as `conform` chooses them:
     # the exact version's, then its series'; no file is a refusal before any launch, never the reference.
@@ -58,13 +75,19 @@ def run_upgrade(
     exp_new = expect or (default_expectation(new_m.engine.kind, new_m.engine.version) if migration else exp)
     exp_path = load_expectations(exp).path or "(the OpenAI reference: --expect openai)"
     exp_new_path = load_expectations(exp_new).path or "(the OpenAI reference: --expect openai)"
+    arguments = check_arguments(old_m, new_m, say=say)  # before any launch: a flag the new release rejects is named
     sides = []
     for m, e in ((old_m, exp), (new_m, exp_new)):
+        if arguments["launch_refused"]:
+            say(f"[{m.name}] not launched: {arguments['launch_refused']}")
+            sides.append(_not_launched(m, arguments["launch_refused"]))
+            continue
         say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
         sides.append(collect_side(m, out, sets, expectations=e, conformance=conformance, say=say))
         side = sides[-1]
         say(f"[{m.name}] done in {side['wall_seconds']} s" + (f": {side['error']}" if not side["ok"] else ""))
     old_side, new_side = sides
+    new_side["arguments"] = arguments  # found before the launch; part of what the new side is judged by
     cmp = compare_sides(old_m, new_m, old_side, new_side, tolerance=tolerance, margin=margin)
     report = {
         "format": REPORT_FORMAT,
@@ -87,4 +110,5 @@ def run_upgrade(
     }
     atomic_write_text(out / "upgrade.json", json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
     atomic_write_text(out / "upgrade.md", render_markdown(report))
+    write_html(out, report)  # upgrade.html beside it, from the same document
     return report

@@ -9,7 +9,11 @@ Classes (worst over a prompt's choices wins, in this order of severity):
                   (default DEFAULT_MARGIN) and B's token there is one of those near-tied baseline tokens, and every
                   logprob before it is within `tolerance`: either token is a fair greedy choice
     regression    anything else (different tokens elsewhere, drift beyond tolerance, text/finish change for the same
-                  tokens, a different number of choices, an HTTP refusal on one side only or of another status/type)
+                  tokens, a different number of choices, an HTTP refusal on one side only or of another status/type);
+                  and, whatever the tokens say, a client-visible change of a constrained prompt: its constraint
+                  (response_format, a forced tool_choice) held on one side and not on the other (a refusal counts as
+                  not holding), or its tool calls (name, arguments text) differ. `PromptDiff.constraint` / `.tool_calls`
+                  carry both sides of these for every constrained prompt.
     resampled     only for seeded-sampling prompts (temperature > 0): the draw differs from the first divergence on, but
                   every logprob up to and at that position (ids in both top lists, which must hold the baseline's top 3) agrees
                   within `tolerance`: the model's distribution is unchanged, the engine's seed -> tokens mapping is not
@@ -47,6 +51,7 @@ __all__ = [
     "render_text",
     "FAILING",
     "check_thresholds",
+    "client_view",
 ]
 
 DEFAULT_TOLERANCE = 0.02
@@ -77,6 +82,11 @@ class PromptDiff:
     context_ids: list[int] = field(default_factory=list)  # up to 8 shared tokens before the divergence
     context_text: str = ""
     max_logprob_drift: float = 0.0
+    # what a client checks of a constrained prompt (empty for the others): {kind, a, b, a_detail, b_detail, changed}
+    # with a/b = held (true/false) or null when that side refused it (or predates the field); {a, b, changed} for the
+    # tool calls; `changed`: the client-visible change that made the prompt a regression
+    constraint: dict[str, Any] = field(default_factory=dict)
+    tool_calls: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,6 +248,74 @@ def classify_choice(a: dict, b: dict, tolerance: float, margin: float, sampled: 
     }
 
 
+def _request_constraint_kind(req: Any) -> str | None:
+    """The constraint kind a recorded request asked for (as Prompt.constraint() names it), or None."""
+    req = req if isinstance(req, dict) else {}
+    rf = req.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object"):
+        return str(rf["type"])
+    tc = req.get("tool_choice")
+    if req.get("tools") and (isinstance(tc, dict) or tc == "required"):
+        return "tool_choice"
+    return None
+
+
+def _calls_key(calls: list[dict]) -> list[tuple]:
+    return [(c.get("type"), c.get("name"), c.get("arguments"), c.get("arguments_type")) for c in calls]
+
+
+def client_view(ra: dict, rb: dict) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(constraint, tool_calls, change) for two records of one prompt: what a client checks of its output.
+    `change` is "" or the first client-visible change (a constraint that held on one side only, tool calls that
+    differ); a refusal counts as not holding. Records without these fields (unconstrained prompts) give ({}, {}, "")."""
+    ca_list, cb_list = ra.get("choices") or [], rb.get("choices") or []
+    kind = _request_constraint_kind(ra.get("request")) or _request_constraint_kind(rb.get("request"))
+    for ch in ca_list + cb_list:
+        kind = kind or (ch.get("constraint") or {}).get("kind")
+    constraint: dict[str, Any] = {}
+    tool_calls: dict[str, Any] = {}
+    change = ""
+    if kind:
+
+        def state(rec: dict, chs: list[dict]) -> tuple[bool | None, str]:
+            if rec.get("error"):
+                e = rec["error"]
+                return None, f"refused: HTTP {e['status']} {e.get('type')}: {str(e.get('message', ''))[:120]}"
+            cons: list[dict] = [c["constraint"] for c in chs if isinstance(c.get("constraint"), dict)]
+            if not cons or len(cons) != len(chs):
+                return None, "not recorded"
+            bad = [c for c in cons if not c["held"]]
+            return (not bad), (bad[0].get("detail", "") if bad else "")
+
+        (ha, da), (hb, db) = state(ra, ca_list), state(rb, cb_list)
+        recorded = "not recorded" not in (da, db)
+        changed = recorded and ha is not hb and bool(ha or hb)
+        constraint = {"kind": kind, "a": ha, "b": hb, "a_detail": da, "b_detail": db, "changed": changed}
+        if changed:
+
+            def said(h: bool | None) -> str:
+                return "held" if h else ("refused" if h is None else "did not hold")
+
+            change = f"constraint {kind} {said(ha)} on A, {said(hb)} on B: " + (db if ha else da)
+    has_calls = any("tool_calls" in c for c in ca_list + cb_list)
+    if has_calls and not (ra.get("error") or rb.get("error")):
+        from harness.golden.constraints import show_calls
+
+        a_calls = [c.get("tool_calls") or [] for c in ca_list]
+        b_calls = [c.get("tool_calls") or [] for c in cb_list]
+        changed = [_calls_key(x) for x in a_calls] != [_calls_key(x) for x in b_calls]
+        tool_calls = {"a": a_calls, "b": b_calls, "changed": changed}
+        if changed and not change:
+            i = next(
+                (j for j, (x, y) in enumerate(zip(a_calls, b_calls)) if _calls_key(x) != _calls_key(y)),
+                0,
+            )
+            sa = show_calls(a_calls[i] if i < len(a_calls) else None)
+            sb = show_calls(b_calls[i] if i < len(b_calls) else None)
+            change = f"tool_calls changed: A {sa}; B {sb}"
+    return constraint, tool_calls, change
+
+
 def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> PromptDiff:
     def show(e: dict | None) -> str:
         return "an answer" if not e else f"HTTP {e['status']} {e.get('type')}: {e.get('message', '')[:160]}"
@@ -300,9 +378,14 @@ def diff_recordings(
         if ra["request_sha256"] != rb["request_sha256"]:
             out.prompts.append(PromptDiff(s, pid, "incomparable", "same id, different request (prompt edited?)"))
             continue
+        constraint, tool_calls, change = client_view(ra, rb)
         ea, eb = ra.get("error"), rb.get("error")
         if ea or eb:
-            out.prompts.append(_classify_errors(s, pid, ea, eb))
+            pd = _classify_errors(s, pid, ea, eb)
+            pd.constraint, pd.tool_calls = constraint, tool_calls
+            if change and pd.status == "regression":
+                pd.reason = f"{change} ({pd.reason})"
+            out.prompts.append(pd)
             continue
         if len(ra["choices"]) != len(rb["choices"]):
             out.prompts.append(
@@ -319,8 +402,22 @@ def diff_recordings(
             elif worst.status == pd.status:
                 worst.max_logprob_drift = max(worst.max_logprob_drift, pd.max_logprob_drift)
         assert worst is not None
+        worst.constraint, worst.tool_calls = constraint, tool_calls
+        if change:
+            # a client-visible change is a regression whatever the tokens say (same tokens, another parser; or a
+            # near-tie that turned a valid answer into an invalid one)
+            tokens = f"tokens {worst.status}" + (f": {worst.reason}" if worst.reason else "")
+            worst.status, worst.reason = "regression", f"{change} ({tokens})"
         out.prompts.append(worst)
     return out
+
+
+def _held(h: bool | None, detail: str) -> str:
+    return (
+        "held"
+        if h
+        else ("refused or not recorded" if h is None else "did not hold") + (f" ({detail})" if detail else "")
+    )
 
 
 def render_text(d: GoldenDiff, verbose: bool = False) -> str:
@@ -339,6 +436,17 @@ def render_text(d: GoldenDiff, verbose: bool = False) -> str:
         if p.status in ("identical",) and not verbose:
             continue
         lines.append(f"  {p.status:<12} {p.set}/{p.id}" + (f"  {p.reason}" if p.reason else ""))
+        c = p.constraint
+        if c and c.get("a") is not c.get("b") and not p.reason.startswith("constraint"):  # else the reason says it
+            lines.append(
+                f"               constraint {c['kind']}: A {_held(c['a'], c['a_detail'])}; B {_held(c['b'], c['b_detail'])}"
+            )
+        if p.tool_calls.get("changed"):
+            from harness.golden.constraints import show_calls
+
+            for side in ("a", "b"):
+                shown = "; ".join(show_calls(x) for x in p.tool_calls[side])
+                lines.append(f"               tool_calls {side.upper()}: {shown}")
         if p.position is not None:
             lines.append(f"               at token {p.position} after {p.context_text!r} (ids {p.context_ids})")
             lines.append(f"               A: {p.a_token}  top {p.a_top}")

@@ -2,7 +2,11 @@
 
 A set file has `name`, `description`, optional `defaults` (applied to every prompt) and `prompts`, a list of prompts each
 with a stable `id` and either `messages` (-> /v1/chat/completions) or `prompt` (-> /v1/completions). Options a prompt may set:
-`max_tokens`, `top_logprobs` (0..5), `stop`, `n`, `seed`, `temperature`. Temperature is 0 (greedy) unless a prompt sets
+`max_tokens`, `top_logprobs` (0..5), `stop`, `n`, `seed`, `temperature`, and for chat prompts the constraints a client
+relies on: `response_format` (`{type: json_object}` or `{type: json_schema, json_schema: {name, schema, strict}}`, the
+schema checked as a JSON Schema) and `tools` with `tool_choice` (`auto`, `none`, `required` or a named function that must
+be one of the tools). A prompt's `constraint()` says what its output must satisfy (harness.golden.constraints checks it
+at record time). Temperature is 0 (greedy) unless a prompt sets
 it, which needs a `seed` (seeded sampling: reproducible on one engine version; across versions a sampler change shows up
 as a divergence). vLLM refuses `n > 1` with greedy sampling (HTTP 400 "n must be 1 when using greedy sampling"), so an
 `n: 2` prompt at temperature 0 records that refusal, and `n: 2` outputs come from seeded sampling. Every problem is a ManifestError naming
@@ -25,11 +29,21 @@ from harness.errors import ManifestError
 from harness.readers import parse_yaml, read_bytes
 from harness.settings import GOLDEN_ROOT
 
-__all__ = ["Prompt", "PromptSet", "PROMPTS_DIR", "load_prompt_set", "resolve_prompt_sets", "canonical_json"]
+__all__ = [
+    "Prompt",
+    "PromptSet",
+    "PROMPTS_DIR",
+    "CONSTRAINT_KEYS",
+    "load_prompt_set",
+    "resolve_prompt_sets",
+    "canonical_json",
+]
 
 PROMPTS_DIR = GOLDEN_ROOT / "prompts"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-OPTION_KEYS = {"max_tokens", "top_logprobs", "stop", "n", "seed", "temperature"}
+CONSTRAINT_KEYS = ("response_format", "tools", "tool_choice")  # chat only; in the body only when the prompt sets them
+OPTION_KEYS = {"max_tokens", "top_logprobs", "stop", "n", "seed", "temperature", *CONSTRAINT_KEYS}
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for function names
 PROMPT_KEYS = OPTION_KEYS | {"id", "messages", "prompt", "description"}
 
 
@@ -64,6 +78,9 @@ class Prompt:
             b["seed"] = int(o["seed"])
         if "stop" in o:
             b["stop"] = list(o["stop"])
+        for k in CONSTRAINT_KEYS:  # absent from every prompt that does not set them: older request hashes unchanged
+            if k in o:
+                b[k] = o[k]
         if self.endpoint == "chat":
             b["messages"] = self.input
             b["logprobs"] = True
@@ -72,6 +89,24 @@ class Prompt:
             b["prompt"] = self.input
             b["logprobs"] = top
         return b
+
+    def constraint(self) -> dict[str, Any] | None:
+        """What the output must satisfy, or None: {kind: json_schema, schema, strict} | {kind: json_object} |
+        {kind: tool_choice, choice: NAME | "required", tools: {name: parameters schema}} (tool_choice auto/none and
+        tools without tool_choice constrain nothing a client can check, so None)."""
+        o = self.options
+        rf = o.get("response_format")
+        if rf is not None and rf["type"] == "json_schema":
+            js = rf["json_schema"]
+            return {"kind": "json_schema", "schema": js["schema"], "strict": bool(js.get("strict", False))}
+        if rf is not None and rf["type"] == "json_object":
+            return {"kind": "json_object"}
+        tc = o.get("tool_choice")
+        if "tools" in o and (isinstance(tc, dict) or tc == "required"):
+            tools = {t["function"]["name"]: t["function"].get("parameters") for t in o["tools"]}
+            choice = tc["function"]["name"] if isinstance(tc, dict) else "required"
+            return {"kind": "tool_choice", "choice": choice, "tools": tools}
+        return None
 
     def request_sha256(self) -> str:
         return hashlib.sha256(canonical_json({"path": self.path, "body": self.body()}).encode()).hexdigest()
@@ -104,7 +139,97 @@ def _check_options(path: Path, where: str, opts: dict) -> dict:
             raise ManifestError(path, f, f"must be a number 0..2, got {v!r}")
         if k == "stop" and not (isinstance(v, list) and v and all(isinstance(s, str) and s for s in v)):
             raise ManifestError(path, f, "must be a non-empty list of non-empty strings")
+        if k == "response_format":
+            _check_response_format(path, f, v)
+        if k == "tools":
+            _check_tools(path, f, v)
+        if k == "tool_choice" and not (v in ("auto", "none", "required") or _named_choice(v)):
+            raise ManifestError(path, f, "must be auto, none, required or {type: function, function: {name: NAME}}")
     return dict(opts)
+
+
+def _check_schema(path: Path, where: str, schema: Any) -> None:
+    """A JSON Schema the output is validated against: an object that its own metaschema accepts."""
+    from jsonschema import exceptions, validators
+
+    if not isinstance(schema, dict):
+        raise ManifestError(path, where, "must be a JSON Schema object")
+    remote = _non_local_refs(schema)
+    if remote:
+        raise ManifestError(path, where, f"$ref {remote[0]!r}: only local references (#...); no schema is ever fetched")
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        at = "/".join(str(x) for x in exc.path)
+        raise ManifestError(
+            path, where + (f" ({at})" if at else ""), f"not a valid JSON Schema: {exc.message}"
+        ) from None
+
+
+def _non_local_refs(obj: Any) -> list[str]:
+    """$ref / $dynamicRef values that point outside the schema itself (a URL or a file)."""
+    out: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k in ("$ref", "$dynamicRef", "$recursiveRef") and not (isinstance(v, str) and v.startswith("#")):
+                out.append(str(v))
+            out += _non_local_refs(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out += _non_local_refs(v)
+    return out
+
+
+def _check_response_format(path: Path, where: str, v: Any) -> None:
+    if not isinstance(v, dict) or v.get("type") not in ("json_object", "json_schema"):
+        raise ManifestError(path, where, "must be {type: json_object} or {type: json_schema, json_schema: {...}}")
+    if v["type"] == "json_object":
+        if set(v) != {"type"}:
+            raise ManifestError(path, where, "json_object takes no other field")
+        return
+    if set(v) != {"type", "json_schema"} or not isinstance(v["json_schema"], dict):
+        raise ManifestError(path, f"{where}.json_schema", "required: {name, schema, strict (optional)}")
+    js = v["json_schema"]
+    extra = set(js) - {"name", "schema", "strict", "description"}
+    if extra:
+        raise ManifestError(path, f"{where}.json_schema.{sorted(extra)[0]}", "unknown field")
+    if not isinstance(js.get("name"), str) or not TOOL_NAME_RE.match(js["name"]):
+        raise ManifestError(path, f"{where}.json_schema.name", "required: [A-Za-z0-9_-], at most 64 characters")
+    if "strict" in js and not isinstance(js["strict"], bool):
+        raise ManifestError(path, f"{where}.json_schema.strict", "must be true or false")
+    _check_schema(path, f"{where}.json_schema.schema", js.get("schema"))
+
+
+def _check_tools(path: Path, where: str, v: Any) -> None:
+    if not isinstance(v, list) or not v:
+        raise ManifestError(path, where, "must be a non-empty list of {type: function, function: {name, parameters}}")
+    names: set[str] = set()
+    for i, t in enumerate(v):
+        w = f"{where}[{i}]"
+        if not isinstance(t, dict) or set(t) != {"type", "function"} or t["type"] != "function":
+            raise ManifestError(path, w, "must be {type: function, function: {name, description, parameters}}")
+        fn = t["function"]
+        if not isinstance(fn, dict) or set(fn) - {"name", "description", "parameters"}:
+            raise ManifestError(path, f"{w}.function", "must be {name, description (optional), parameters}")
+        if not isinstance(fn.get("name"), str) or not TOOL_NAME_RE.match(fn["name"]):
+            raise ManifestError(path, f"{w}.function.name", "required: [A-Za-z0-9_-], at most 64 characters")
+        if fn["name"] in names:
+            raise ManifestError(path, f"{w}.function.name", f"duplicate tool name {fn['name']!r}")
+        names.add(fn["name"])
+        if "description" in fn and not isinstance(fn["description"], str):
+            raise ManifestError(path, f"{w}.function.description", "must be a string")
+        _check_schema(path, f"{w}.function.parameters", fn.get("parameters"))
+
+
+def _named_choice(v: Any) -> bool:
+    return (
+        isinstance(v, dict)
+        and set(v) == {"type", "function"}
+        and v["type"] == "function"
+        and isinstance(v["function"], dict)
+        and set(v["function"]) == {"name"}
+        and isinstance(v["function"]["name"], str)
+    )
 
 
 def _check_messages(path: Path, where: str, msgs: Any) -> list[dict[str, str]]:
@@ -119,6 +244,26 @@ def _check_messages(path: Path, where: str, msgs: Any) -> list[dict[str, str]]:
         ):
             raise ManifestError(path, f"{where}[{j}]", "must be {role: system|user|assistant, content: string}")
     return [dict(m) for m in msgs]
+
+
+def _check_constraints(path: Path, where: str, endpoint: str, opts: dict) -> None:
+    """response_format and tools are chat fields; tool_choice needs tools, and a named one must be one of them."""
+    for k in CONSTRAINT_KEYS:
+        if k in opts and endpoint != "chat":
+            raise ManifestError(path, f"{where}.{k}", "a chat field: only prompts with messages may set it")
+    if "tool_choice" in opts and "tools" not in opts:
+        raise ManifestError(path, f"{where}.tool_choice", "needs tools")
+    tc = opts.get("tool_choice")
+    if isinstance(tc, dict):
+        names = [t["function"]["name"] for t in opts["tools"]]
+        if tc["function"]["name"] not in names:
+            raise ManifestError(
+                path,
+                f"{where}.tool_choice",
+                f"names {tc['function']['name']!r}, not one of the tools ({', '.join(names)})",
+            )
+    if "response_format" in opts and "tools" in opts:
+        raise ManifestError(path, f"{where}.response_format", "one constraint per prompt: response_format or tools")
 
 
 def load_prompt_set(path: str | Path) -> PromptSet:
@@ -170,6 +315,7 @@ def load_prompt_set(path: str | Path) -> PromptSet:
             endpoint, inp = "completions", item["prompt"]
         opts = dict(defaults)
         opts.update(_check_options(p, where, {k: v for k, v in item.items() if k in OPTION_KEYS}))
+        _check_constraints(p, where, endpoint, opts)
         if opts.get("temperature", 0) and "seed" not in item:
             raise ManifestError(p, f"{where}.temperature", "sampling (temperature > 0) needs the prompt's own seed")
         prompts.append(Prompt(id=pid, endpoint=endpoint, input=inp, options=opts))

@@ -23,6 +23,7 @@ from harness import __version__
 from harness.client import make_sync_client
 from harness.engines import EngineProfile
 from harness.errors import HarnessError
+from harness.golden.constraints import check_output, tool_call_view
 from harness.golden.prompts import Prompt, PromptSet
 from harness.net import redact_url
 from harness.secrets import redact_env
@@ -125,9 +126,13 @@ def _record_head(prompt: Prompt, set_name: str) -> dict[str, Any]:
 def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
     """One golden record from one raw response. Raises ValueError when the response lacks what a record needs."""
     choices = []
+    constraint = prompt.constraint()
     for ch in sorted(resp.get("choices") or [], key=lambda c: c.get("index", 0)):
+        calls: list[dict] = []
         if prompt.endpoint == "chat":
-            text = (ch.get("message") or {}).get("content") or ""
+            message = ch.get("message") or {}
+            text = message.get("content") or ""
+            calls = tool_call_view(message.get("tool_calls"))
             rows = _chat_logprobs(ch)
         else:
             text = ch.get("text") or ""
@@ -142,16 +147,21 @@ def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
             ids = from_logprobs
         if any(r[0] is None for r in rows):
             raise ValueError("logprob entries carry no token id (return_tokens_as_token_ids ignored, no id field)")
-        choices.append(
-            {
-                "index": ch.get("index", 0),
-                "text": text,
-                "token_ids": [int(i) for i in ids],
-                "finish_reason": ch.get("finish_reason"),
-                "stop_reason": ch.get("stop_reason"),
-                "logprobs": rows,
-            }
-        )
+        entry = {
+            "index": ch.get("index", 0),
+            "text": text,
+            "token_ids": [int(i) for i in ids],
+            "finish_reason": ch.get("finish_reason"),
+            "stop_reason": ch.get("stop_reason"),
+            "logprobs": rows,
+        }
+        # what a client sees of a constrained prompt: its tool calls, and whether the output held the constraint
+        # (both only where they mean something, so the records of unconstrained prompts keep their old shape)
+        if "tools" in prompt.options or calls:
+            entry["tool_calls"] = calls
+        if constraint is not None:
+            entry["constraint"] = check_output(constraint, text, calls, entry["finish_reason"])
+        choices.append(entry)
     n = int(prompt.body()["n"])
     if len(choices) != n:
         raise ValueError(f"expected {n} choices, got {len(choices)}")

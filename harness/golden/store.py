@@ -4,7 +4,9 @@ Default location: `golden/<engine>-<version>/<model-hash-12>/`. Format `harness-
 
     {"id", "set", "endpoint", "request_sha256", "request", "choices": [
         {"index", "text", "token_ids": [int], "finish_reason", "stop_reason",
-         "logprobs": [[token_id, logprob, [[top_id, top_logprob], ...]], ...]}],
+         "logprobs": [[token_id, logprob, [[top_id, top_logprob], ...]], ...],
+         "tool_calls": [{"type", "name", "arguments"}],            (prompts with tools, or when the engine sent calls)
+         "constraint": {"kind", "held": bool, "detail"}}],           (prompts with response_format or tool_choice)
      "usage", "system_fingerprint", "response_keys": [dotted key paths seen in the raw response]}
 
 A request the engine refuses with a 4xx (other than 401/403/404/408/429) is recorded as that outcome:
@@ -116,6 +118,9 @@ def validate_record(rec: Any) -> str | None:
         ids = ch.get("token_ids")
         if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
             return f"{w}.token_ids missing or not a list of integers"
+        problem = _check_client_view(ch, w)
+        if problem:
+            return problem
         lps = ch.get("logprobs")
         if not isinstance(lps, list):
             return f"{w}.logprobs missing or not a list"
@@ -130,6 +135,29 @@ def validate_record(rec: Any) -> str | None:
             )
             if not ok:
                 return f"{w}.logprobs[{j}] must be [token_id, logprob, [[id, logprob], ...]]"
+    return None
+
+
+def _check_client_view(ch: dict, w: str) -> str | None:
+    """The optional `tool_calls` and `constraint` of a choice (constrained prompts only)."""
+    calls = ch.get("tool_calls", [])
+    if not isinstance(calls, list):
+        return f"{w}.tool_calls must be a list"
+    for j, c in enumerate(calls):
+        if not (
+            isinstance(c, dict)
+            and isinstance(c.get("arguments"), str)
+            and all(isinstance(c.get(k), (str, type(None))) for k in ("type", "name", "arguments_type"))
+        ):
+            return f"{w}.tool_calls[{j}] must be {{type, name, arguments: string}}"
+    con = ch.get("constraint")
+    if con is not None and not (
+        isinstance(con, dict)
+        and isinstance(con.get("kind"), str)
+        and isinstance(con.get("held"), bool)
+        and isinstance(con.get("detail", ""), str)
+    ):
+        return f"{w}.constraint must be {{kind: string, held: true|false, detail: string}}"
     return None
 
 

@@ -1,7 +1,10 @@
 """The upgrade verdict: one small rule per area turns the comparison into reasons, the worst level wins.
 
-    blocking  golden regression / missing / incomparable prompts, a recording refused (different models), the new engine
-              failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
+    blocking  an old manifest's flag the new release's own parser rejects (removed, renamed; found before any launch)
+              or the new manifest's (then no engine is launched),
+              golden regression / missing / incomparable prompts (a constrained prompt whose constraint held on one
+              side only, or whose tool calls changed, gets its own line), a recording refused (different models), the
+              new engine failed to start or to answer, or a MUST conformance case that passed (or was a declared quirk) on the old
               engine fails or errors on the new one (except EXPECTED_BEHAVIOURS such as version-mismatch: review)
     review    near-ties, resampled seeded prompts, metrics removed / hidden / renamed / retyped / relabelled (between two
               engine kinds: one engine-change line mapping the series the harness reads), changed
@@ -36,11 +39,11 @@ def _reason(level: str, text: str) -> Reason:
 
 
 def engines(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
+    if old.get("launched") is False and new.get("launched") is False:  # refused before launch: arguments says why
+        return [_reason("blocking", "neither engine was launched (the argument check refused the new manifest)")]
     return [
         _reason("blocking", f"the {label} engine ({side['name']}) failed: {side.get('error', 'unknown error')}")
         for side, label in ((old, "old"), (new, "new"))
-    if old.get("launched") is False and new.get("launched") is False:  # refused before launch: arguments says why
-        return [_reason("blocking", "neither engine was launched (the argument check refused the new manifest)")]
         if not side.get("ok")
     ]
 
@@ -60,6 +63,25 @@ def _migration_notes(old: Side, new: Side, topic: str) -> list[Reason]:
     return [_reason("info", f"{topic} ({p.title}): {p.notes[topic]}") for p in profiles if topic in p.notes]
 
 
+def _client_changes(g: dict[str, Any]) -> list[Reason]:
+    """Constrained golden prompts whose constraint held on one side only, or whose tool calls changed, by prompt."""
+    from harness.golden.constraints import show_calls
+
+    said = {True: "held", False: "did not hold", None: "refused"}
+    out = []
+    for p in g["prompts"]:
+        c, t = p.get("constraint") or {}, p.get("tool_calls") or {}
+        where = f"golden {p['set']}/{p['id']}"
+        if c.get("changed"):
+            detail = c.get("b_detail") if c.get("a") else c.get("a_detail")
+            text = f"{where}: constraint {c['kind']} {said[c['a']]} on old, {said[c['b']]} on new ({detail})"
+            out.append(_reason("blocking", text))
+        elif t.get("changed"):
+            calls = [" / ".join(show_calls(x) for x in t[side]) or "none" for side in ("a", "b")]
+            out.append(_reason("blocking", f"{where}: tool calls changed: old {calls[0]}; new {calls[1]}"))
+    return out
+
+
 def golden(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     g = cmp.get("golden")
     if g is None:
@@ -71,6 +93,7 @@ def golden(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     for st in ("regression", "missing", "incomparable"):
         if c.get(st):
             out.append(_reason("blocking", f"golden: {c[st]} prompt(s) {st}: {_prompt_ids(g, st)}"))
+    out += _client_changes(g)
     if c.get("near-tie"):
         out.append(
             _reason(
@@ -118,31 +141,6 @@ def metrics(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     return out
 
 
-def arguments(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    """What the engine runs with: the manifests' flags against the new release's own argument surface (checked before
-    any launch, see _surface_reasons), and defaults the engine changed on its own as the labels of its `*_info` gauges
-    show them (e.g. cache_config_info)."""
-    out = _surface_reasons((cmp.get("manifest") or {}).get("surface") or {})
-    info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
-    if not info_vals:
-        return out
-    return out + [
-        _reason(
-            "review",
-            "engine defaults changed (visible in *_info labels): "
-            + ", ".join(f"{v['label']} {v['old']}->{v['new']}" for v in info_vals[:8])
-            + (" ..." if len(info_vals) > 8 else ""),
-        )
-    ]
-
-
-def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    out = [
-        _reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
-        for ep, w in (cmp.get("wire") or {}).items()
-        if w["added"] or w["removed"]
-    ]
-    fp = cmp.get("system_fingerprint") or {}
 def _listed(items: list[str], n: int = 8) -> str:
     return ", ".join(items[:n]) + (f" ... ({len(items)} in all)" if len(items) > n else "")
 
@@ -219,6 +217,31 @@ def _surface_reasons(surface: dict[str, Any]) -> list[Reason]:
     return out
 
 
+def arguments(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
+    """What the engine runs with: the manifests' flags against the new release's own argument surface (checked before
+    any launch, see _surface_reasons), and defaults the engine changed on its own as the labels of its `*_info` gauges
+    show them (e.g. cache_config_info)."""
+    out = _surface_reasons((cmp.get("manifest") or {}).get("surface") or {})
+    info_vals = [v for v in (cmp.get("metrics") or {}).get("label_value_changes", []) if v["name"].endswith("_info")]
+    if not info_vals:
+        return out
+    return out + [
+        _reason(
+            "review",
+            "engine defaults changed (visible in *_info labels): "
+            + ", ".join(f"{v['label']} {v['old']}->{v['new']}" for v in info_vals[:8])
+            + (" ..." if len(info_vals) > 8 else ""),
+        )
+    ]
+
+
+def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
+    out = [
+        _reason("review", f"{ep} response keys changed: +{w['added']} -{w['removed']}")
+        for ep, w in (cmp.get("wire") or {}).items()
+        if w["added"] or w["removed"]
+    ]
+    fp = cmp.get("system_fingerprint") or {}
     if fp.get("new") and not fp.get("old"):
         out.append(_reason("review", f"system_fingerprint appears: {', '.join(fp['new'])}"))
     return out

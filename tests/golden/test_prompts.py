@@ -10,8 +10,17 @@ from harness.golden.prompts import load_prompt_set, resolve_prompt_sets
 
 def test_committed_sets_cover_the_issue():
     sets = {s.name: s for s in resolve_prompt_sets()}
-    assert set(sets) == {"chat", "completions"}
+    assert set(sets) == {"chat", "completions", "structured"}
     bodies = [p.body() for s in sets.values() for p in s.prompts]
+    kinds = {p.id: (p.constraint() or {}).get("kind") for p in sets["structured"].prompts}
+    assert sorted(kinds.values()) == ["json_object", "json_schema", "tool_choice"], kinds
+    strict = next(p for p in sets["structured"].prompts if kinds[p.id] == "json_schema").body()
+    assert strict["response_format"]["json_schema"]["strict"] is True
+    forced = next(p for p in sets["structured"].prompts if kinds[p.id] == "tool_choice").body()
+    assert forced["tool_choice"] == {"type": "function", "function": {"name": forced["tools"][0]["function"]["name"]}}
+    # unconstrained prompts send no constraint field: their request hashes (and committed records) are unchanged
+    plain = [p for s in ("chat", "completions") for p in sets[s].prompts]
+    assert all(p.constraint() is None and not set(p.body()) & {"response_format", "tools", "tool_choice"} for p in plain)
     assert any("stop" in b for b in bodies) and any(b["n"] == 2 for b in bodies) and any("seed" in b for b in bodies)
     assert all(b["logprobs"] in (True, 5) for b in bodies)
     assert all(b["temperature"] == 0 or "seed" in b for b in bodies)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.conformance.context import Ctx
-from harness.conformance.evidence import current_case, end_case
+from harness.conformance.evidence import current_case, end_case, end_liveness, liveness_scope
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import FAILING, Case, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import FAULTS, select
@@ -68,6 +68,14 @@ async def discover_model(ctx: Ctx) -> str:
 
 
 async def _engine_alive(ctx: Ctx) -> bool:
+    token = liveness_scope()  # a re-judge answers it from the evidence (harness.conformance.evidence)
+    try:
+        return await _alive(ctx)
+    finally:
+        end_liveness(token)
+
+
+async def _alive(ctx: Ctx) -> bool:
     if ctx.engine_dead():
         return False
     # bounded in wall time: a server that drips a byte a second never trips a per-read timeout

@@ -15,7 +15,7 @@ Modes (each writes exactly these bytes, so a client sees the fault it would see 
   badchunk    HTTP 200 chunked with an invalid chunk-size line
   hugeheaders HTTP 200 with 1 MiB of headers
   close       closes the connection without a byte
-  markup      HTTP 400 whose error message holds rich markup ("[/oops]")
+  markup      HTTP 400 whose error message holds rich markup ("[/oops]") and HTML (a <script>, an <img onerror>)
   html        HTTP 200 with an HTML page;  jsonlist  HTTP 200 with a JSON list (where an object belongs)
   doneonly    HTTP 200 SSE that sends only `data: [DONE]` (a complete stream without a single token)
 Only ever binds 127.0.0.1; counts requests per path in `hits`.
@@ -162,7 +162,12 @@ class BadServer:
         elif mode == "http500":
             w(_reply(500, b'{"error": {"message": "boom", "type": "InternalServerError", "code": 500}}'))
         elif mode in ("http400", "markup"):
-            msg = "bad [/oops] [bold]request" if mode == "markup" else "bad request"
+            msg = (
+                'bad [/oops] [bold]request</pre></td><script id="injected">document.title="pwned"</script>'
+                '<img id="injected-img" src=x onerror="document.title=1">'
+                if mode == "markup"
+                else "bad request"
+            )
             w(_reply(400, json.dumps({"error": {"message": msg, "type": "BadRequestError", "param": None,
                                                 "code": 400}}).encode()))  # fmt: skip
         elif mode == "empty":

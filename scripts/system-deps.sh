@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # System packages and services the tests need (Debian, root): Chromium for the HTML report test, `ss` for the
-# loopback checks, then .ci/docker-setup.sh (Docker engine, local registry, static busybox; starts dockerd).
+# loopback checks, CMake and g++ for the llama-server source build (the llama.cpp tests build it once into
+# $HARNESS_HOME/builds/<key>, ~6 min on 2 cores, then verify it), then .ci/docker-setup.sh (Docker engine, local
+# registry, static busybox; starts dockerd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v ss >/dev/null || need+=(iproute2)
+command -v cmake >/dev/null || need+=(cmake)
+command -v g++ >/dev/null || need+=(g++)  # brings gcc; make is there already (make test runs this script)
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

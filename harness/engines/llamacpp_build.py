@@ -5,7 +5,10 @@
 Source: llama.cpp is vendored in the `llama-cpp-python` sdist on PyPI (`vendor/llama.cpp`, with `tools/server`); the
 archive is pinned by sha256 (LLAMA_CPP_SOURCE). It is fetched with `pip download --no-deps --no-binary :all:` (pip's own
 index configuration, no other network) into `$HARNESS_HOME/downloads/<sha256>/`, or taken from `archive=`; either way its
-sha256 is checked against the pin before anything is extracted, and a mismatch is refused showing both.
+sha256 is checked against the pin before anything is extracted, and a mismatch is refused showing both. Then the
+commit the archive's git metadata records for the subdir (`<top>/.git/modules/<subdir>/HEAD`) must start with the
+pinned commit (the manifest's engine.version): the build stamps the pinned commit into the binary, so this is what
+makes the post-launch identity check (/props build_info) mean something.
 
 Build: only `vendor/llama.cpp/` is extracted (tarfile `filter="data"`, and every member name checked first: no absolute
 path, no `..`, no link or device), configured with CMake (Release, static, curl/OpenSSL/web UI/tests/examples off,
@@ -57,6 +60,8 @@ __all__ = [
     "build_dir",
     "fetch_archive",
     "verify_archive",
+    "vendored_commit",
+    "verify_commit",
     "safe_extract",
     "verify_build",
     "ensure_llama_server",
@@ -230,6 +235,42 @@ def fetch_archive(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def vendored_commit(archive: Path, subdir: str) -> str | None:
+    """The commit the archive's own git metadata records for `subdir` (the sdist carries the submodule's
+    `<top>/.git/modules/<subdir>/HEAD`, a detached 40-hex commit); None when it records none."""
+    want = f".git/modules/{subdir.strip('/')}/HEAD"
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            for m in tf:
+                parts = PurePosixPath(m.name).parts
+                if len(parts) > 1 and "/".join(parts[1:]) == want and m.isfile() and m.size <= 4096:
+                    f = tf.extractfile(m)
+                    head = f.read().decode("ascii", "replace").strip() if f is not None else ""
+                    return head if len(head) == 40 and all(c in "0123456789abcdef" for c in head) else None
+    except tarfile.TarError as exc:
+        raise InstallError(f"{archive}: cannot read: {exc}") from None
+    return None
+
+
+def verify_commit(archive: Path, pin: SourcePin) -> str:
+    """The archive's vendored commit, which must start with the pinned one: the build stamps the pinned commit into
+    the binary (what /props reports), so without this check a manifest could name any commit and still pass the
+    identity check after launch."""
+    head = vendored_commit(archive, pin.subdir)
+    where = f".git/modules/{pin.subdir.strip('/')}/HEAD"
+    if head is None:
+        raise InstallError(
+            f"{Path(archive).name}: records no commit for {pin.subdir} ({where}); cannot check the pinned commit "
+            f"{pin.commit}; refusing to build"
+        )
+    if not head.startswith(pin.commit):
+        raise InstallError(
+            f"{Path(archive).name}: {pin.subdir} is commit {head[:12]} ({where}), the manifest pins {pin.commit};"
+            " refusing to build"
+        )
+    return head
 
 
 def _top_and_members(tf: tarfile.TarFile, subdir: str) -> tuple[str, list[tarfile.TarInfo]]:
@@ -436,6 +477,7 @@ def ensure_llama_server(
             archive = fetch_archive(archive_sha256, pin, home, progress)
         else:
             verify_archive(Path(archive), archive_sha256)
+        verify_commit(Path(archive), pin)  # before any build: the commit is what the binary will report
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=final.parent))
         try:
             os.chmod(tmp, 0o755)

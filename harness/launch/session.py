@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.engines import IdentityProblem
 from harness.errors import ManifestError, RefusedError, UsageError
 from harness.launch.argcheck import refused_arg, refused_env
 from harness.launch.base import Engine, LaunchSpec, new_run_id
@@ -51,6 +52,10 @@ def prepare(
     from harness.models import resolve_model
 
     model_dir = resolve_model(m)  # refuses on a hash mismatch, before anything starts
+    try:
+        m.profile.model_path(model_dir)  # a single-file format (GGUF): exactly one such file, before anything starts
+    except IdentityProblem as exc:
+        raise ManifestError(m.path or m.name, "model.source", str(exc)) from None
     _say(f"model: verified {m.model.sha256[:12]} at {model_dir}", quiet)
     port = choose_port(m.server.host, m.server.port)  # a busy port is refused before the (slow) env check
     env_dir = binary = None

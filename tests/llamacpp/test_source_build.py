@@ -1,7 +1,9 @@
-"""harness.engines.llamacpp_build on a fake llama.cpp archive: pinned sha256, safe extraction, target-only build, marker, reuse."""
+"""harness.engines.llamacpp_build on a fake llama.cpp archive: pinned sha256, the vendored commit checked against the
+pin, safe extraction, target-only build, marker, reuse."""
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import io
@@ -25,6 +27,7 @@ target_compile_definitions(llama-server PRIVATE FAKE_COMMIT="${LLAMA_BUILD_COMMI
 add_executable(other broken.cpp)
 """
 FAKE_MAIN = '#include <cstdio>\nint main() { std::printf("fake server %s\\n", FAKE_COMMIT); return 0; }\n'
+FAKE_HEAD = b"abc1234" + b"0" * 33 + b"\n"  # the sdist's .git/modules/vendor/llama.cpp/HEAD: the vendored commit
 
 
 def _tar(path: Path, files: dict[str, bytes], extra=None) -> str:
@@ -44,6 +47,7 @@ def fake(tmp_path):
     archive = tmp_path / "fake.tar.gz"
     sha = _tar(archive, {
         "llama_cpp_python-9.9.9/README.md": b"outside the subdir: not extracted\n",
+        "llama_cpp_python-9.9.9/.git/modules/vendor/llama.cpp/HEAD": FAKE_HEAD,
         top + "CMakeLists.txt": FAKE_CMAKE.encode(),
         top + "server.cpp": FAKE_MAIN.encode(),
         top + "broken.cpp": b"this does not compile\n",  # proves only the llama-server target is built
@@ -149,7 +153,7 @@ def test_build_failure_is_one_line_and_keeps_the_log(tmp_path):
     archive = tmp_path / "a.tar.gz"
     top = "t/vendor/llama.cpp/"
     sha = _tar(archive, {top + "CMakeLists.txt": FAKE_CMAKE.encode(), top + "server.cpp": b"syntax error here\n",
-                         top + "broken.cpp": b""})  # fmt: skip
+                         top + "broken.cpp": b"", "t/.git/modules/vendor/llama.cpp/HEAD": FAKE_HEAD})  # fmt: skip
     pin = sb.SourcePin("p", "1", "a.tar.gz", sha, "vendor/llama.cpp", "abc")
     home = tmp_path / "home"
     with pytest.raises(InstallError) as e:
@@ -178,3 +182,55 @@ def test_concurrent_caller_waits_for_the_lock(fake):
         assert result == [] and any("waiting for another build" in s for s in lines)
     t.join(timeout=300)
     assert result and result[0].is_file()
+
+
+def _no_build(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a build was started")
+
+    monkeypatch.setattr(sb, "_build_into", refuse)
+
+
+def test_the_vendored_commit_is_read_from_the_archive(fake):
+    archive, _, pin, _ = fake
+    assert sb.vendored_commit(archive, "vendor/llama.cpp") == FAKE_HEAD.decode().strip()
+    assert sb.verify_commit(archive, pin) == FAKE_HEAD.decode().strip()
+
+
+def test_a_pin_naming_another_commit_is_refused_before_building(fake, monkeypatch):
+    """The build stamps the pinned commit into the binary (what /props reports), so a pin that is not the archive's
+    own commit would build a binary that passes the identity check while running other code."""
+    archive, sha, pin, home = fake
+    _no_build(monkeypatch)
+    other = dataclasses.replace(pin, commit="deadbee")
+    with pytest.raises(InstallError) as e:
+        sb.ensure_llama_server(sha, archive=archive, pin=other, home=home, progress=lambda s: None)
+    msg = str(e.value)
+    assert msg == (
+        "fake.tar.gz: vendor/llama.cpp is commit abc123400000 (.git/modules/vendor/llama.cpp/HEAD), the manifest pins "
+        "deadbee; refusing to build"
+    )
+    assert not [p for p in (home / "builds").iterdir() if not p.name.endswith(".lock")]  # no directory, no log
+
+
+@pytest.mark.parametrize("head", [None, b"ref: refs/heads/master\n", b"abc1234\n"])
+def test_an_archive_that_records_no_commit_is_refused(tmp_path, monkeypatch, head):
+    top = "t/vendor/llama.cpp/"
+    files = {top + "CMakeLists.txt": FAKE_CMAKE.encode(), top + "server.cpp": FAKE_MAIN.encode()}
+    if head is not None:
+        files["t/.git/modules/vendor/llama.cpp/HEAD"] = head
+    archive = tmp_path / "a.tar.gz"
+    sha = _tar(archive, files)
+    pin = sb.SourcePin("p", "1", "a.tar.gz", sha, "vendor/llama.cpp", "abc1234")
+    _no_build(monkeypatch)
+    assert sb.vendored_commit(archive, "vendor/llama.cpp") is None
+    with pytest.raises(InstallError, match=r"records no commit for vendor/llama.cpp .*refusing to build"):
+        sb.ensure_llama_server(sha, archive=archive, pin=pin, home=tmp_path / "home", progress=lambda s: None)
+
+
+@pytest.mark.engine
+def test_the_real_archive_vendors_the_pinned_commit():
+    """The pinned sdist (in $HARNESS_HOME/downloads/<sha256>/ once a build has fetched it, else fetched now with
+    pip download, as the build does) records 0c1e570... itself."""
+    archive = sb.fetch_archive(sb.LLAMA_CPP_SOURCE.sha256, progress=lambda s: None)
+    assert sb.verify_commit(archive, sb.LLAMA_CPP_SOURCE) == "0c1e57098bba43ac29e6e3b677cdceebdd22334f"

@@ -103,11 +103,16 @@ def test_sigterm_stops_llama_server(keyed, tmp_path):
 
 def test_kill_9_of_the_harness_kills_llama_server_within_10s(keyed, tmp_path):
     proc, url = start_up(keyed, tmp_path)
-    pgid = entry_for(url)["pid"]
+    e = entry_for(url)
+    pgid = e["pid"]
     assert process_group(pgid)
     proc.kill()  # SIGKILL: no cleanup code in the harness runs; the watchdog and the parent-death signal do
     proc.wait(timeout=10)
     assert wait_gone(pgid, 10) == [], "llama-server survived kill -9 of the harness"
+    # the killed harness could not unregister: `down RUN_ID` clears the stale entry (and stops nothing else)
+    assert any(x.get("run_id") == e["run_id"] for x in registry.entries())
+    subprocess.run([*HARNESS, "down", e["run_id"]], capture_output=True, text=True, check=True)
+    assert all(x.get("run_id") != e["run_id"] for x in registry.entries())
 
 
 def test_ps_lists_and_down_stops(keyed, tmp_path):

@@ -15,6 +15,8 @@ cases:                                      # a missing entry means: the OpenAI 
 metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
 cancellation: {...}                         # which series prove that work stopped
 probes: {...}                               # engine-specific request extras the suite may send (data only)
+fault:                                      # opt-in fault cases (harness conform --fault NAME): bounds, outcomes
+  engine-death: {streams_end_within_s: 30, health_down_within_s: 30, stream_ends: [error-event, closed]}
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Expectations:
     cancellation: dict[str, Any] = field(default_factory=dict)
     probes: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
+    fault: dict[str, Any] = field(default_factory=dict)
     path: str = ""
 
     def quirks(self, case_id: str) -> list[str]:
@@ -110,12 +113,18 @@ def load_expectations(name_or_path: str | Path | None) -> Expectations:
         cancellation=dict(raw.get("cancellation") or {}),
         probes=dict(raw.get("probes") or {}),
         engine=dict(raw.get("engine") or {}),
+        fault={k: dict(v or {}) for k, v in (raw.get("fault") or {}).items()},
         path=str(p),
     )
 
 
-SECTIONS = ("name", "engine", "cases", "metrics", "cancellation", "probes")
+SECTIONS = ("name", "engine", "cases", "metrics", "cancellation", "probes", "fault")
 CASE_KEYS = {"quirk", "reason", "conditional", "skip"}
+# fault name -> its keys (harness.conformance.cases.death reads them); a number of seconds, a count, or data
+FAULT_KEYS = {
+    "engine-death": ("streams_end_within_s", "health_down_within_s", "streams", "stream_ends", "request", "reason")
+}
+STREAM_ENDS = ("error-event", "closed")
 
 
 def _validate(raw: Any, p: Path) -> None:
@@ -212,6 +221,24 @@ def _validate(raw: Any, p: Path) -> None:
     need(number(st) and 0 < st <= 600, "cancellation.settle_s", "must be a number of seconds (over 0, at most 600)")
     for key, v in mapping(raw.get("probes"), "probes").items():
         mapping(v, f"probes.{key}")
+    for name, spec in mapping(raw.get("fault"), "fault").items():
+        need(name in FAULT_KEYS, f"fault.{name}", f"unknown fault (known: {', '.join(FAULT_KEYS)})")
+        spec = mapping(spec, f"fault.{name}")
+        bad = sorted(set(spec) - set(FAULT_KEYS[name]))
+        need(not bad, f"fault.{name}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(FAULT_KEYS[name])})")
+        for key in ("streams_end_within_s", "health_down_within_s"):
+            v = spec.get(key, 1)
+            need(number(v) and 0 < v <= 600, f"fault.{name}.{key}", "must be a number of seconds (over 0, at most 600)")
+        n = spec.get("streams", 1)
+        need(type(n) is int and 1 <= n <= 16, f"fault.{name}.streams", "must be a whole number of streams (1 to 16)")
+        ends = spec.get("stream_ends", list(STREAM_ENDS))
+        need(
+            names(ends) and ends != [] and set(ends) <= set(STREAM_ENDS),
+            f"fault.{name}.stream_ends",
+            f"must be a non-empty list of: {', '.join(STREAM_ENDS)}",
+        )
+        mapping(spec.get("request"), f"fault.{name}.request")
+        need(spec.get("reason") is None or isinstance(spec["reason"], str), f"fault.{name}.reason", "must be a string")
 
 
 def resolve(case: Case, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:

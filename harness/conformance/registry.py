@@ -9,16 +9,17 @@ from typing import Any
 
 from harness.conformance.model import Case, Check, Level
 
-__all__ = ["CASES", "case", "shape_cases", "select"]
+__all__ = ["CASES", "FAULTS", "case", "shape_cases", "select", "select_faults"]
 
 CASES: list[Case] = []
+FAULTS: list[Case] = []  # opt-in cases that break the engine: never in the default suite, run last (select_faults)
 
 
-def case(id: str, requirement: str, level: Level = Level.MUST, timeout_s: float = 60.0):
+def case(id: str, requirement: str, level: Level = Level.MUST, timeout_s: float = 60.0, fault: bool = False):
     def deco(fn: Callable[[Any], Any]):
-        if any(c.id == id for c in CASES):
+        if any(c.id == id for c in (*CASES, *FAULTS)):
             raise ValueError(f"duplicate case id {id}")
-        CASES.append(Case(id, requirement, level, fn, timeout_s=timeout_s))
+        (FAULTS if fault else CASES).append(Case(id, requirement, level, fn, timeout_s=timeout_s))
         return fn
 
     return deco
@@ -52,3 +53,10 @@ def select(cases: list[Case], patterns: list[str] | None) -> list[Case]:
     if not patterns:
         return cases
     return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) or c.id.startswith(p + ".") for p in patterns)]
+
+
+def select_faults(patterns: list[str] | None) -> list[Case]:
+    """The fault cases named on purpose, by a pattern that starts with `fault` (`fault`, `fault.*`, the id): a broad
+    pattern (`*`, `chat`) never selects one, since a fault case breaks the engine for every case after it."""
+    named = [p for p in patterns or [] if p.startswith("fault")]
+    return select(FAULTS, named) if named else []

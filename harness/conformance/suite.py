@@ -5,16 +5,23 @@ from __future__ import annotations
 
 # isort: off
 # Importing a family registers its cases, so this import order is the suite order (a sorter must not touch it).
-from harness.conformance.cases import endpoints, http, stream, requests, errors, metrics, cancel, auth
+from harness.conformance.cases import endpoints, http, stream, integrity, requests, errors, metrics, cancel, auth
 
 # isort: on
 from harness.conformance.model import Case
-from harness.conformance.registry import CASES
+from harness.conformance.registry import CASES, select_faults
 
-__all__ = ["FAMILIES", "all_cases"]
+__all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, requests, errors, metrics, cancel, auth)
+FAMILIES = (endpoints, http, stream, integrity, requests, errors, metrics, cancel, auth)
 
 
 def all_cases() -> list[Case]:
     return list(CASES)
+
+
+def fault_cases(patterns: list[str] | None) -> list[Case]:
+    """The opt-in fault cases a pattern names (`fault.engine-death`); the runner runs them after every other case."""
+    from harness.conformance.cases import death  # noqa: F401 - registers the fault cases (registry.FAULTS)
+
+    return select_faults(patterns)

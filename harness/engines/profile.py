@@ -94,6 +94,10 @@ class EngineProfile:
     series_digits: int = 2  # expectation series: version cut to this many dotted parts (0 = exact only)
     default_args: tuple[tuple[str, str], ...] = ()  # (flag, value) added unless the manifest gives the flag
     notes: Mapping[str, str] = field(default_factory=dict)  # what does not apply to this engine, and why
+    # The process doing the engine's work, which the engine-death fault case kills: a regex searched in the command
+    # line (the process title, for a process that sets one) of each of the engine's processes but the server's.
+    # None: the server process does the work itself (it is the one killed).
+    worker_match: str | None = None
 
     # -- launch ----------------------------------------------------------------------------------------------------
 
@@ -128,10 +132,6 @@ class EngineProfile:
         """runtime.source: the verified server binary of the pinned source build (built once, then verified)."""
         raise NotImplementedError(f"{self.title} has no source build")
 
-    # -- identity --------------------------------------------------------------------------------------------------
-
-    def read_identity(self, doc: Mapping[str, Any], pinned: str, model_mount: str | None = None) -> dict[str, Any]:
-        """{engine, version, ...recorded fields} from the identity document; IdentityProblem when it disagrees."""
     def built_binary(self, source: Any, version: str) -> Path | None:
         """runtime.source: the verified binary of a finished build, or None when there is none yet (builds nothing)."""
         return None
@@ -156,6 +156,10 @@ class EngineProfile:
         env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
         return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **self.fixed_env}
 
+    # -- identity --------------------------------------------------------------------------------------------------
+
+    def read_identity(self, doc: Mapping[str, Any], pinned: str, model_mount: str | None = None) -> dict[str, Any]:
+        """{engine, version, ...recorded fields} from the identity document; IdentityProblem when it disagrees."""
         ident = self.identity
         raw = doc.get(ident.version_field)
         reported = (

@@ -20,6 +20,7 @@ from harness.client.sse import parse_sse_bytes
 from harness.conformance.cases.auth import judge_open, judge_refusal
 from harness.conformance.cases.errors import judge_error, judge_in_stream
 from harness.conformance.cases.http import ATTEMPTS, judge_keepalive
+from harness.conformance.cases.integrity import TOOL_CUT_TOKENS, judge_tool_call_cut
 from harness.conformance.cases.requests import (
     judge_arguments_schema,
     judge_logprobs,
@@ -33,7 +34,7 @@ from harness.conformance.cases.stream import judge_continuous_usage, judge_n2
 from harness.conformance.expectations import load_expectations, resolve
 from harness.conformance.model import Case, Check
 from harness.conformance.suite import all_cases
-from harness.conformance.view import StreamView, from_chunks
+from harness.conformance.view import StreamView, from_chunks, from_trace
 from harness.settings import EXPECTATIONS_DIR
 
 EXPECTATION_FILES = ("tgi-3.3.5", "vllm-0.11", "vllm-0.32", "llamacpp-0c1e570")
@@ -131,6 +132,17 @@ def role_only(**kw: Any) -> dict:
     return chunk("", **kw)
 
 
+def cut_call(finish: str | None) -> list[dict]:
+    """vLLM 0.11.0's forced tool call cut at max_tokens 4: fragments '{', ' ', '"', 'a', finish_reason on the last."""
+    frags = ["{", " ", '"', "a"]
+    out = []
+    for i, a in enumerate(frags):
+        fn = {"name": "record_the_cut", "arguments": a} if i == 0 else {"arguments": a}
+        tc = [{"index": 0, "function": fn, **({"id": "call-1", "type": "function"} if i == 0 else {})}]
+        out.append(chunk(None, role=None, id="c", tool_calls=tc, finish=finish if i == len(frags) - 1 else None))
+    return out
+
+
 def lp(with_bytes: bool) -> dict:
     e = {
         "token": "t",
@@ -145,6 +157,9 @@ def lp(with_bytes: bool) -> dict:
 Row = tuple[Callable[[Any], Check], Any, Any, str]
 
 TGI: dict[str, Row] = {
+    # no finish_reason after a tool call (the recordings: whole calls); two finish_reasons is another shape
+    "integrity.tool-call-length": (lambda objs: judge_tool_call_cut(view(objs), TOOL_CUT_TOKENS), tgi_tools(),
+                                   [*tgi_tools("length"), chunk(None, finish="length")], "multiple-finish-reasons"),
     "chat.stream.role-first": (shape("chat.stream.role-first"), tgi_text(), [chunk("Hi", role=None), *tgi_text()[1:]],
                                "missing-role"),
     "chat.stream.role-once": (shape("chat.stream.role-once"), tgi_text(4),
@@ -238,6 +253,13 @@ VLLM_011: dict[str, Row] = {
         [completion(prompt_token_ids=[1, 2]), completion(prompt_token_ids=[1, 2], finish="length")],
         "prompt-token-ids-on-later-chunk",
     ),
+    # a tool call cut at max_tokens reported as tool_calls; one with no finish_reason at all is another shape
+    "integrity.tool-call-length": (
+        lambda t: judge_tool_call_cut(from_trace(t), TOOL_CUT_TOKENS),
+        sse([role_only(id="c"), *cut_call("tool_calls")]),
+        sse([role_only(id="c"), *cut_call(None)]),
+        "no-finish-reason-after-tool-call",
+    ),  # fmt: skip
     **VLLM_AUTH,
 }
 

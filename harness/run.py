@@ -46,6 +46,11 @@ def _run_stage(name: str, module: str, ctx: StageContext) -> StageResult:
 def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = frozenset()) -> int:
     console = Console(stderr=True)
     manifest = load_manifest(manifest_path)
+    if "conformance" not in skip:
+        from harness.conformance.expectations import default_expectation
+
+        # a missing expectation file is refused before the (slow) launch, not after it
+        default_expectation(manifest.engine.kind, manifest.engine.version)
     run_id = new_run_id()
     run_dir = Path(out) if out else reports_dir() / run_id
     record: dict = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from harness.client import Trace
 from harness.conformance.model import Check, Deviations, failed, passed
 from harness.conformance.registry import case
-from harness.conformance.view import from_trace
+from harness.conformance.view import StreamView, from_trace
 
 CHAT = "/v1/chat/completions"
 
@@ -36,8 +36,43 @@ def error_shapes(doc: object) -> list[str]:
     return tags
 
 
+def error_body(doc: object, status: int | None = None, raw: bytes | None = None) -> dict[str, object]:
+    """What an error looked like, field by field (kept in the result's extra["error_body"], so an upgrade can compare
+    it): shape (object / string / no-error-object / empty / non-json), type, code, param, and the message's shape."""
+    out: dict[str, object] = {"status": status}
+    if raw is not None and not raw:
+        return {**out, "shape": "empty"}
+    if doc is None:
+        return {**out, "shape": "non-json"}
+    e = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(e, str):
+        return {**out, "shape": "string", "message_prefix": e[:32]}
+    if not isinstance(e, dict):
+        return {**out, "shape": "no-error-object", "keys": sorted(doc)[:10] if isinstance(doc, dict) else []}
+    msg = e.get("message")
+    return {
+        **out,
+        "shape": "object",
+        "keys": sorted(e)[:10],
+        "type": e.get("type"),
+        "code": e.get("code"),
+        "param": e.get("param"),
+        "message": type(msg).__name__ if msg is not None else "absent",
+        "message_prefix": msg[:32] if isinstance(msg, str) else None,
+    }
+
+
 def judge_error(t: Trace, statuses: tuple[int, ...]) -> Check:
-    """A refusal with one of `statuses` and an OpenAI error object; the status and the body are judged apart."""
+    """A refusal with one of `statuses` and an OpenAI error object; the status and the body are judged apart. The
+    error seen is kept in extra["error_body"] whatever the verdict."""
+    c = _judge_error(t, statuses)
+    if t.status is not None:
+        doc, err = t.body_json()
+        c.extra["error_body"] = error_body(None if err else doc, t.status, t.body)
+    return c
+
+
+def _judge_error(t: Trace, statuses: tuple[int, ...]) -> Check:
     if t.status is None:
         return failed("no-response", statuses, t.error)
     dev = Deviations()
@@ -125,6 +160,12 @@ def judge_in_stream(t: Trace) -> Check:
     if not errs:
         return failed("no-error-event", "an SSE error event", [c.obj for c in v.chunks][:3])
     n, doc = errs[0]
+    c = _judge_stream_error(v, n, doc)
+    c.extra["error_body"] = {**error_body(doc, t.status), "in_stream": True}
+    return c
+
+
+def _judge_stream_error(v: StreamView, n: int, doc: dict) -> Check:
     dev = Deviations()
     for tag in error_shapes(doc):
         dev.add(tag, '{"error": {"message","type","code"}}', doc, n)

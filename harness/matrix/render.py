@@ -45,6 +45,7 @@ def _column(cell: dict[str, Any]) -> dict[str, Any]:
         "packages": inst.get("packages"),
         "flags_captured": bool(((cell.get("observables") or {}).get("flags") or {}).get("captured")),
         "golden": {k: (cell.get("golden_diff") or {}).get(k) for k in ("baseline", "ok", "counts", "refused")},
+        "golden_errors": cell.get("golden_errors") or None,
         "created_at": cell.get("created_at"),
     }
 
@@ -91,6 +92,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         status = c["status"] if c["status"] == "ran" else f"failed at {c['stage']}: {c['reason']}"
         g = c["golden"] or {}
         gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
+        if c.get("golden_errors"):
+            gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
         inst = f"{c.get('installer') or '?'} {t.get('install_s', '?')} s"
         out.append(
             f"| {_md(c['release'])} | {_md(status)} | {_md(c.get('reported_version') or '-')} | "
@@ -146,6 +149,8 @@ def render_html(doc: dict[str, Any]) -> str:
         t = c["timings"] or {}
         g = c["golden"] or {}
         gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
+        if c.get("golden_errors"):
+            gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
         if c["status"] == "ran":
             status = "ran"
         else:

@@ -74,6 +74,9 @@ def test_envs_gc_keeps_newest_and_never_one_in_use(tmp_path, monkeypatch, capsys
     broken = _env(tmp_path, "e-broken", complete=False, age=1)
     shutil.copy("/bin/sleep", old / "bin" / "sleep")
     proc = subprocess.Popen([str(old / "bin" / "sleep"), "30"])
+    deadline = time.monotonic() + 10
+    while str(old).encode() not in open(f"/proc/{proc.pid}/cmdline", "rb").read() and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the child has exec'd (before, its cmdline is still pytest's)
     try:
         assert old.resolve() in envs_in_use()
         names = [e["name"] for e in list_envs()]

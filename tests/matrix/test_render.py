@@ -45,6 +45,9 @@ def test_wire_key_observable_forms():
     assert observe(c, "wire-key", "chat:usage") == (True, True)
     assert observe(c, "wire-key", "nope") == (True, "absent")
     assert observe(c, "flag", "--x") == (False, None)  # flags not captured: unknown
+    assert observe(c, "wire-key", "completions:usage") == (False, None)  # endpoint not recorded: unknown
+    c["golden_errors"] = {"chat": "prompt chat/x: request failed: connection reset"}
+    assert observe(c, "wire-key", "chat:usage") == (False, None)  # a set failed: unknown, never absent
 
 
 def test_pages_are_offline_and_escaped(tmp_path):

@@ -17,6 +17,7 @@ from harness.conformance.cases.integrity import (
     TOOL_CUT_TOKENS,
     judge_after_error,
     judge_length_cut,
+    judge_refusable,
     judge_tool_call_cut,
 )
 from harness.conformance.expectations import load_expectations, resolve
@@ -202,6 +203,25 @@ def test_unframed_recordings_judge_data_only():
 
 def test_no_error_event_is_not_judged():
     assert judge_after_error(cut_chat("length")).status is Verdict.SKIP
+
+
+# -- refusals ------------------------------------------------------------------------------------------------------
+
+
+def _answer(status: int | None, body: dict | None = None, error: str | None = None) -> Trace:
+    return Trace("POST", "http://127.0.0.1:1/v1/chat/completions", status=status, error=error,
+                 body=json.dumps(body or {}).encode(), headers={"content-type": "application/json"})  # fmt: skip
+
+
+def test_a_refused_request_is_left_to_the_case_that_judges_refusals():
+    # vLLM 0.32.0 refuses a named tool_choice without a tool parser: chat.tools.present judges that, not this case
+    refused = _answer(400, {"error": {"message": "no tool parser", "type": "BadRequestError", "code": 400}})
+    chk = judge_refusable(refused, lambda v: judge_tool_call_cut(v, TOOL_CUT_TOKENS), "chat.tools.present")
+    assert chk.status is Verdict.SKIP and "HTTP 400" in chk.note and "chat.tools.present" in chk.note
+    # without such a case a refusal is a failure, and so is a 5xx or no answer at all, whoever judges refusals
+    assert judge_refusable(refused, judge_after_error).behaviour == "status-400"
+    assert judge_refusable(_answer(500), judge_after_error, "errors.in-stream").behaviour == "status-500"
+    assert judge_refusable(_answer(None, error="ConnectError"), judge_after_error, "x").behaviour == "status-None"
 
 
 # -- registration ---------------------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ from harness.conformance.shape import (
 )
 from harness.conformance.view import StreamView, from_trace
 
-__all__ = ["judge_length_cut", "judge_tool_call_cut", "judge_after_error", "finish_reasons", "TOOL_CUT_TOKENS"]
+__all__ = ["judge_length_cut", "judge_tool_call_cut", "judge_after_error", "judge_refusable", "finish_reasons",
+           "TOOL_CUT_TOKENS"]  # fmt: skip
 
 CHAT = "/v1/chat/completions"
 LENGTH_TOKENS = 4
@@ -159,7 +160,11 @@ def judge_after_error(view: StreamView) -> Check:
     return dev.check(passed(f"error event at chunk {first}; then {'[DONE]' if 'done' in after else 'the end'}"))
 
 
-def _judged(t: Trace, judge: Callable[[StreamView], Check]) -> Check:
+def judge_refusable(t: Trace, judge: Callable[[StreamView], Check], judged_by: str = "") -> Check:
+    """`judge` over the stream. With `judged_by` (the case that judges the refusal itself), a 4xx refusal is not
+    judged here (a skip naming that case): a request refused before streaming has no end of stream to judge."""
+    if judged_by and t.status is not None and 400 <= t.status < 500:
+        return skipped(f"refused before streaming (HTTP {t.status}): nothing to judge here (see {judged_by})")
     if (p := status_problem(t)) is not None:
         return p
     return judge(from_trace(t))
@@ -169,14 +174,14 @@ def _judged(t: Trace, judge: Callable[[StreamView], Check]) -> Check:
 async def chat_length(ctx) -> Check:
     body = ctx.chat(max_tokens=LENGTH_TOKENS, stream=True, stream_options={"include_usage": True},
                     **ctx.extra("long_request"))  # fmt: skip
-    return _judged(await ctx.post(CHAT, body), lambda v: judge_length_cut(v, LENGTH_TOKENS))
+    return judge_refusable(await ctx.post(CHAT, body), lambda v: judge_length_cut(v, LENGTH_TOKENS))
 
 
 @case("integrity.completions-length", "a completions stream cut short by max_tokens ends with finish_reason length")
 async def completions_length(ctx) -> Check:
     body = ctx.completion(max_tokens=LENGTH_TOKENS, stream=True, stream_options={"include_usage": True},
                           **ctx.extra("long_request"))  # fmt: skip
-    return _judged(await ctx.post("/v1/completions", body), lambda v: judge_length_cut(v, LENGTH_TOKENS))
+    return judge_refusable(await ctx.post("/v1/completions", body), lambda v: judge_length_cut(v, LENGTH_TOKENS))
 
 
 @case(
@@ -188,16 +193,13 @@ async def tool_call_length(ctx) -> Check:
     tools = [{"type": "function", "function": {"name": name, "description": "Record.", "parameters": CUT_TOOL_SCHEMA}}]
     body = ctx.chat(max_tokens=TOOL_CUT_TOKENS, stream=True, tools=tools,
                     tool_choice={"type": "function", "function": {"name": name}})  # fmt: skip
-    return _judged(await ctx.post(CHAT, body), lambda v: judge_tool_call_cut(v, TOOL_CUT_TOKENS))
+    # a named tool_choice refused outright (vLLM 0.32.0 without a tool parser) is chat.tools.present's to judge
+    t = await ctx.post(CHAT, body)
+    return judge_refusable(t, lambda v: judge_tool_call_cut(v, TOOL_CUT_TOKENS), "chat.tools.present")
 
 
 @case("integrity.after-error", "after an error event in a stream nothing but data: [DONE] follows")
 async def after_error(ctx) -> Check:
     # errors.in-stream's request: a token id outside every vocabulary, found only once generation starts
     body = {"model": ctx.model, "prompt": [2_000_000_000], "max_tokens": 4, "stream": True}
-    t = await ctx.post("/v1/completions", body)
-    if t.status is not None and t.status != 200:
-        return skipped(f"refused before streaming (HTTP {t.status}): no error event to judge (see errors.in-stream)")
-    if (p := status_problem(t)) is not None:
-        return p
-    return judge_after_error(from_trace(t))
+    return judge_refusable(await ctx.post("/v1/completions", body), judge_after_error, "errors.in-stream")

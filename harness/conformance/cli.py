@@ -136,8 +136,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
         if args.url or args.manifest or args.rejudge:
             raise UsageError("--render takes only a RUN_DIR (no MANIFEST, --url or --rejudge)")
         from harness.conformance.html import write_html
+        from harness.conformance.report import read_report
 
-        print(f"wrote {write_html(args.render)}")
+        doc = read_report(Path(args.render) / "conformance.json").to_dict()
+        print(f"wrote {write_html(args.render, doc)}")
         return 0
     if args.rejudge:
         return cmd_rejudge(args)
@@ -213,8 +215,8 @@ def _writer(ctx, report):
 def cmd_rejudge(args: argparse.Namespace) -> int:
     import asyncio
 
-    from harness.conformance.evidence import rejudge
     from harness.conformance.expectations import load_expectations
+    from harness.conformance.rejudge import rejudge
     from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
     from harness.outputs import output_dir
 

@@ -189,14 +189,11 @@ def render_html(doc: dict[str, Any], evidence: Any = None, evidence_problem: str
     )
 
 
-def write_html(out_dir: str | Path, doc: dict[str, Any] | None = None) -> Path:
-    """OUT/conformance.html from `doc` (default: OUT/conformance.json read back) and OUT/evidence when present."""
+def write_html(out_dir: str | Path, doc: dict[str, Any]) -> Path:
+    """OUT/conformance.html from `doc` (the report's JSON document) and OUT/evidence when present."""
     from harness.conformance.evidence import EVIDENCE_DIR, load_store
-    from harness.conformance.report import read_report
 
     out = Path(out_dir)
-    if doc is None:
-        doc = read_report(out / "conformance.json").to_dict()
     store, problem = None, ""
     if (out / EVIDENCE_DIR).is_dir():
         try:

@@ -250,7 +250,7 @@ def _collect(manifest: Any, work: Path, sets: list[Any], *, expectations: str, s
             r = _get(engine.base_url, "/v1/models", key)
             if r is not None and r.status_code == 200:
                 side["models"] = [
-                    {k: m.get(k) for k in ("id", "max_model_len", "owned_by", "root")} for m in r.json().get("data", [])
+                    {k: m.get(k) for k in ("id", "max_model_len", "owned_by")} for m in r.json().get("data", [])
                 ]
             say(f"[{manifest.name}] conformance suite under expectations {expectations}")
             t = time.perf_counter()

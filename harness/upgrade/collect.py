@@ -47,6 +47,8 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
             cases[d["id"]] = {
                 k: d.get(k) for k in ("verdict", "level", "behaviour", "behaviours", "note", "requirement")
             }
+            if isinstance((d.get("extra") or {}).get("error_body"), dict):  # the error seen, for error_body_changes
+                cases[d["id"]]["error_body"] = d["extra"]["error_body"]
         return {
             "available": True,
             "expectations": exp.name,

@@ -22,6 +22,8 @@ __all__ = [
     "engine_change",
     "hidden_metric_search",
     "conformance_changes",
+    "error_body_changes",
+    "ERROR_BODY_FIELDS",
 ]
 
 
@@ -229,7 +231,43 @@ def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any
                 "new_note": b.get("note", ""),
             }
         )
-    return {"expectations": oc.get("expectations"), "expectations_new": nc.get("expectations"), "cases": rows}
+    out = {"expectations": oc.get("expectations"), "expectations_new": nc.get("expectations"), "cases": rows}
+    bodies = error_body_changes(oc["cases"], nc["cases"])
+    if bodies:
+        out["error_bodies"] = bodies
+    return out
+
+
+# the fields of an error object compared old -> new (harness.conformance.cases.errors.error_body), and how much a
+# change matters to a client: a client that branches on the shape, type, code, param or status breaks (review); the
+# message's wording is shown (info)
+ERROR_BODY_FIELDS = {
+    "status": "review",
+    "shape": "review",
+    "type": "review",
+    "code": "review",
+    "param": "review",
+    "message": "review",
+    "message_prefix": "info",
+}
+
+
+def error_body_changes(old_cases: dict[str, Any], new_cases: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per error case (errors.*, auth.*, any case whose result carries an error body on both sides), every field of
+    the error object that differs between the old and the new engine, whatever the verdicts say."""
+    out = []
+    for cid in sorted(set(old_cases) & set(new_cases)):
+        a, b = old_cases[cid].get("error_body"), new_cases[cid].get("error_body")
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            continue
+        fields = [
+            {"field": f, "old": a.get(f), "new": b.get(f), "level": level}
+            for f, level in ERROR_BODY_FIELDS.items()
+            if a.get(f) != b.get(f)
+        ]
+        if fields:
+            out.append({"id": cid, "fields": fields})
+    return out
 
 
 def compare_sides(

@@ -10,8 +10,9 @@
               engine kinds: one engine-change line mapping the series the harness reads), changed
               response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
               changed engine defaults (`*_info` label values), conformance not run, a manifest flag the new release
-              deprecates
+              deprecates, an error case's error object with another status, shape, type, code or param
     info      the new release's added, gone (unused) flags and changed defaults, an argument surface not read here,
+              an error message's changed wording,
               locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
               declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
               engine fixed it; the new engine's expectation file drops them)
@@ -248,9 +249,14 @@ def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
 
 
 def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
+    """Verdict changes case by case, then the error cases' error objects field by field (_error_bodies)."""
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
+    return _verdict_changes(conf) + _error_bodies(cmp)
+
+
+def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:
     out = []
     good = {"pass", "quirk", "quirk-absent"}  # quirk-absent: the reference behaviour where a quirk was declared
     expected = [r for r in conf["cases"] if r["new_behaviour"] in EXPECTED_BEHAVIOURS and r["old"] != r["new"]]
@@ -330,6 +336,25 @@ def packages(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
             f"added, {len(lock.get('removed', {}))} removed ({', '.join(key)})",
         )
     ]
+
+
+def _error_bodies(cmp: Comparison) -> list[Reason]:
+    """The error objects of the error cases, field by field (compare.error_body_changes): a changed status, shape,
+    type, code, param or message type is review (a client matching on it breaks even when both verdicts pass); a
+    changed message prefix only is info."""
+    out = []
+    for level in ("review", "info"):
+        items = [
+            f"{c['id']} "
+            + ", ".join(f"{f['field']} {f['old']!r}->{f['new']!r}" for f in c["fields"] if f["level"] == level)
+            for c in (cmp.get("conformance") or {}).get("error_bodies") or []
+            if any(f["level"] == level for f in c["fields"])
+        ]
+        if items:
+            out.append(
+                _reason(level, "error bodies changed: " + "; ".join(items[:8]) + (" ..." if len(items) > 8 else ""))
+            )
+    return out
 
 
 RULES: tuple[Callable[[Side, Side, Comparison], list[Reason]], ...] = (

@@ -157,7 +157,18 @@ def _conformance(c: dict[str, Any]) -> list[str]:
             "reference there (not a failure).",
             "",
         ]
-    return head + (_table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."])
+    body = _table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else ["No change."]
+    return head + body + _error_bodies(c.get("error_bodies") or [])
+
+
+def _error_bodies(changes: list[dict[str, Any]]) -> list[str]:
+    """The error objects of the error cases, old -> new, field by field (compare.error_body_changes)."""
+    if not changes:
+        return []
+    rows = [[c["id"], f["field"], _code(f["old"]), _code(f["new"]), f["level"]] for c in changes for f in c["fields"]]
+    return ["", "**Error bodies** (the error object each error case saw, field by field):", ""] + _table(
+        ["case", "field", "old", "new", "level"], rows
+    )
 
 
 def _surface(a: dict[str, Any]) -> list[str]:

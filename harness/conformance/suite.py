@@ -5,7 +5,19 @@ from __future__ import annotations
 
 # isort: off
 # Importing a family registers its cases, so this import order is the suite order (a sorter must not touch it).
-from harness.conformance.cases import endpoints, http, stream, integrity, requests, errors, metrics, cancel, auth
+from harness.conformance.cases import (
+    endpoints,
+    http,
+    stream,
+    integrity,
+    requests,
+    structured,
+    fields,
+    errors,
+    metrics,
+    cancel,
+    auth,
+)
 
 # isort: on
 from harness.conformance.model import Case
@@ -13,7 +25,7 @@ from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, integrity, requests, errors, metrics, cancel, auth)
+FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, errors, metrics, cancel, auth)
 
 
 def all_cases() -> list[Case]:

@@ -19,6 +19,7 @@ from harness.client import Trace, TraceEvent
 from harness.client.sse import parse_sse_bytes
 from harness.conformance.cases.auth import judge_open, judge_refusal
 from harness.conformance.cases.errors import judge_error, judge_in_stream
+from harness.conformance.cases.fields import judge_best_of
 from harness.conformance.cases.http import ATTEMPTS, judge_keepalive
 from harness.conformance.cases.integrity import TOOL_CUT_TOKENS, judge_tool_call_cut
 from harness.conformance.cases.requests import (
@@ -348,6 +349,19 @@ TABLE: dict[tuple[str, str], Row] = {
     **{("vllm-0.32", k): v for k, v in VLLM_032.items()},
     **{("llamacpp-0c1e570", k): v for k, v in LLAMACPP.items()},
 }
+
+# Structured outputs and honoured-or-refused fields (issue 11, items 1 and 2).
+CMPL_USAGE_12 = {"object": "text_completion", "id": "cmpl-1", "model": "tiny-llama",
+                 "choices": [{"index": 0, "text": "b4`Yu", "finish_reason": "length"}],
+                 "usage": {"prompt_tokens": 5, "completion_tokens": 12, "total_tokens": 17}}  # fmt: skip
+# best_of accepted, one candidate generated; a 400 without an error object is another shape
+BEST_OF_IGNORED: Row = (judge_best_of, answer(200, CMPL_USAGE_12), answer(400, b""), "no-error-object")
+
+TABLE.update({
+    ("tgi-3.3.5", "fields.best-of"): BEST_OF_IGNORED,
+    ("llamacpp-0c1e570", "fields.best-of"): BEST_OF_IGNORED,
+    ("vllm-0.32", "fields.best-of"): BEST_OF_IGNORED,
+})  # fmt: skip
 
 
 def declared() -> set[tuple[str, str]]:

@@ -93,7 +93,8 @@ def test_pytest_plugin(pytester, standin):
     r = pytester.runpytest_subprocess(
         "--harness-url", standin.base_url, "--harness-expect", "tgi-3.3.5", "-p", "no:cacheprovider"
     )
-    # pass + quirk + info count as passed (66 includes http.keepalive-after-stream)
+    # pass + quirk + info count as passed (66 includes http.keepalive-after-stream); structured/fields: 6 passed
+    # (temperature, top-p, seed, max-completion-tokens, the best-of quirk, unknown-field info), 15 skipped (tgi-3.3.5)
     # integrity: 4 passed (chat/completions length, the tool-call-length quirk, after-error)
-    r.assert_outcomes(passed=1 + 66 + 4, skipped=7)
+    r.assert_outcomes(passed=1 + 66 + 6 + 4, skipped=7 + 15)
     r.stdout.fnmatch_lines(["*harness conformance (tgi-3.3.5)*", "*quirk chat.stream.role-once*"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,13 +54,23 @@ class _State:
         self.generated = 0
 
 
-def _tokens(n: int) -> list[str]:
-    return [TOKENS[i % len(TOKENS)] for i in range(n)]
+def _tokens(n: int, start: int = 0) -> list[str]:
+    return [TOKENS[(start + i) % len(TOKENS)] for i in range(n)]
 
 
-def _gen(max_tokens: int, stop: list[str]) -> tuple[list[str], str]:
+def _start(body: dict) -> int:
+    """Where the token cycle starts: 0 (greedy) unless the request samples (temperature > 0, top_p not narrowed to the
+    top token), then a place the seed picks (TGI: a random seed unless `seed` is set)."""
+    t, top_p = body.get("temperature"), body.get("top_p")
+    if not isinstance(t, (int, float)) or t <= 0 or (isinstance(top_p, (int, float)) and top_p < 0.01):
+        return 0
+    seed = body.get("seed")
+    return random.Random(seed if isinstance(seed, int) else None).randrange(1, len(TOKENS))
+
+
+def _gen(max_tokens: int, stop: list[str], start: int = 0) -> tuple[list[str], str]:
     out, text = [], ""
-    for tok in _tokens(max_tokens):
+    for tok in _tokens(max_tokens, start):
         out.append(tok)
         text += tok
         if any(s and s in text for s in stop):
@@ -230,11 +241,11 @@ class Handler(BaseHTTPRequestHandler):
         stream = body.get("stream") is True
         if (err := self._validate(body, prompt_len)) is not None:
             return self._fail(stream, err)
-        max_tokens = int(body.get("max_tokens") or 20)
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 20)  # TGI: an alias
         stop = body.get("stop") or []
         stop = [stop] if isinstance(stop, str) else list(stop)
         model = body.get("model") or MODEL_ID
-        toks, fr = _gen(max_tokens, stop)
+        toks, fr = _gen(max_tokens, stop, _start(body))
         if fr == "length" and body.get("stream") is not True:
             pass
         usage = {"prompt_tokens": prompt_len, "completion_tokens": len(toks), "total_tokens": prompt_len + len(toks)}

@@ -20,7 +20,9 @@ def test_committed_sets_cover_the_issue():
     assert forced["tool_choice"] == {"type": "function", "function": {"name": forced["tools"][0]["function"]["name"]}}
     # unconstrained prompts send no constraint field: their request hashes (and committed records) are unchanged
     plain = [p for s in ("chat", "completions") for p in sets[s].prompts]
-    assert all(p.constraint() is None and not set(p.body()) & {"response_format", "tools", "tool_choice"} for p in plain)
+    assert all(
+        p.constraint() is None and not set(p.body()) & {"response_format", "tools", "tool_choice"} for p in plain
+    )
     assert any("stop" in b for b in bodies) and any(b["n"] == 2 for b in bodies) and any("seed" in b for b in bodies)
     assert all(b["logprobs"] in (True, 5) for b in bodies)
     assert all(b["temperature"] == 0 or "seed" in b for b in bodies)

@@ -296,7 +296,10 @@ def client_view(ra: dict, rb: dict) -> tuple[dict[str, Any], dict[str, Any], str
             def said(h: bool | None) -> str:
                 return "held" if h else ("refused" if h is None else "did not hold")
 
-            change = f"constraint {kind} {said(ha)} on A, {said(hb)} on B: " + (db if ha else da)
+            failing = db if ha else da  # a refusal is said by the refusal's own reason
+            change = f"constraint {kind} {said(ha)} on A, {said(hb)} on B" + (
+                "" if failing.startswith("refused:") else f": {failing}"
+            )
     has_calls = any("tool_calls" in c for c in ca_list + cb_list)
     if has_calls and not (ra.get("error") or rb.get("error")):
         from harness.golden.constraints import show_calls

@@ -364,7 +364,8 @@ def test_refusal_of_a_constrained_prompt_says_the_constraint(tmp_path):
     d = diff_recordings(load_recording(VLLM), _edited(tmp_path, "b", edit))
     p = next(p for p in d.prompts if p.id == "json-schema-strict")
     assert p.status == "regression" and p.constraint["a"] is True and p.constraint["b"] is None
-    assert p.reason.startswith("constraint json_schema held on A, refused on B: refused: HTTP 400 BadRequestError")
+    assert p.reason.startswith("constraint json_schema held on A, refused on B (A gave an answer; B gave HTTP 400")
+    assert p.reason.count("json_schema unsupported") == 1 and "refused: HTTP 400" in p.constraint["b_detail"]
     back = diff_recordings(_edited(tmp_path, "c", edit), _edited(tmp_path, "d", edit))
     assert next(p for p in back.prompts if p.id == "json-schema-strict").status == "identical"  # refused on both
 

@@ -253,7 +253,27 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
-    return _verdict_changes(conf) + _error_bodies(cmp)
+    return _fail_open(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+
+
+# the behaviours of a request field or constraint that is accepted (HTTP 200) and has no effect
+FAIL_OPEN = ("constraint-ignored", "ignored-field")
+
+
+def _fail_open(conf: dict[str, Any]) -> list[Reason]:
+    """Request fields and constraints the new engine accepts and ignores (and the old one honoured), by field name:
+    the changes no client sees as an error. The cases' notes start with the field ("guided_json: HTTP 200 but ...")."""
+    fields: dict[str, list[str]] = {}
+    level = "review"
+    for r in conf["cases"]:
+        if r["new"] == "fail" and r["old"] != "fail" and r.get("new_behaviour") in FAIL_OPEN:
+            field = (r.get("new_note") or "").split(":", 1)[0].strip() or r["id"]
+            fields.setdefault(field, []).append(r["id"])
+            level = "blocking" if r.get("level") == "MUST" else level
+    if not fields:
+        return []
+    listed = "; ".join(f"{f} ({', '.join(ids)})" for f, ids in sorted(fields.items()))
+    return [_reason(level, f"accepted and ignored by the new engine (HTTP 200, no effect): {listed}")]
 
 
 def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:

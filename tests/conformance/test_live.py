@@ -25,7 +25,11 @@ def test_full_suite_against_vllm(live):
     bad = [(r.id, r.behaviour, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
     assert not bad
     assert sum(r.verdict not in ("skip",) for r in rep.results) >= 35
-    assert {r.id for r in rep.results if r.verdict == "quirk"} == {"completions.stream.no-extra-fields"}
+    # every declared quirk of vllm-0.11 but the auth ones (this engine runs without a key) happens, nothing else
+    assert {r.id for r in rep.results if r.verdict == "quirk"} == {
+        "completions.stream.no-extra-fields",
+        "integrity.tool-call-length",
+    }
 
 
 def test_api_key_cases(engine_factory):

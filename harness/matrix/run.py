@@ -177,11 +177,13 @@ def run_matrix(
     order = sorted(releases, key=lambda v: (v != spec.baseline, spec.versions.index(v)))
     actions: dict[str, str] = {}
     t0 = time.perf_counter()
+    # engines this process had running before the matrix (a test session's, a caller's) are not the cells' leftovers
+    running_before = set(_leftovers())
     for release in order:
         _cell, actions[release] = ensure_cell(
             spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, runner=runner, say=say
         )
-        left = _leftovers()
+        left = [run_id for run_id in _leftovers() if run_id not in running_before]
         if left:
             raise RefusedError(f"engines still registered after the cell of {release}: {', '.join(left)}")
     for release in spec.versions:  # a baseline recording made after a cell: its golden diff is filled in now

@@ -123,3 +123,22 @@ def test_changed_template_settings_run_the_cell_again(tmp_path):
     again = FakeRunner()
     run_matrix(load_spec(spec_path), out, ["1.0.0", "1.1.0"], runner=again, say=lambda m: None)
     assert again.calls == ["1.0.0", "1.1.0"]
+
+
+def test_engines_running_before_the_matrix_are_not_a_cells_leftover(tmp_path):
+    # a test session (or any caller) may have its own engines registered by this very process: the matrix refuses
+    # only engines a cell left behind, not those (seen in CI: the session's vLLM fixtures were counted)
+    import os
+
+    from harness.launch import registry
+    from harness.procs import process_start_time
+
+    entry = {"kind": "subprocess", "pid": os.getpid(), "pid_start": process_start_time(os.getpid()),
+             **registry.current_harness()}  # fmt: skip
+    registry.register("session-engine-before-matrix", entry)
+    try:
+        spec = load_spec(write_spec(tmp_path, ["1.0.0", "1.1.0"]))
+        doc = run_matrix(spec, tmp_path / "m", spec.versions, runner=FakeRunner(), say=lambda m: None)
+        assert set(doc["run"]["actions"].values()) == {"ran"}
+    finally:
+        registry.unregister("session-engine-before-matrix")

@@ -326,13 +326,18 @@ def run_cell(
     }
     metrics_txt = work / manifest.name / "metrics.txt"
     observables["metrics"] = metric_surface(metrics_txt.read_text()) if metrics_txt.is_file() else {}
-    rec_src = Path(str(side.get("golden_dir", "")))
+    # no recording (every golden set failed) means no golden_dir: Path("") would be the working directory
+    rec_src = Path(side["golden_dir"]) if side.get("golden_dir") else None
     golden_dir = Path(out) / "golden" / release
-    if rec_src.is_dir():
-        if golden_dir.exists():
-            shutil.rmtree(golden_dir)
+    if golden_dir.exists():
+        shutil.rmtree(golden_dir)  # a recording of an earlier run of this cell is not this run's
+    if rec_src is not None and rec_src.is_dir():
         shutil.copytree(rec_src, golden_dir)
-    observables["wire_keys"] = wire_keys_of(golden_dir) if golden_dir.is_dir() else {}
+    try:
+        observables["wire_keys"] = wire_keys_of(golden_dir) if golden_dir.is_dir() else {}
+    except HarnessError as exc:  # a partial recording is a finding of the cell, not a crash of the matrix
+        observables["wire_keys"] = {}
+        side.setdefault("golden_errors", {})["(recording)"] = exc.one_line()
     observables["flags"] = capture_flags(manifest, env.path, key.get("lock_sha256"))
     identity = {k: v for k, v in (side.get("identity") or {}).items() if k not in ("base_url", "pid", "log")}
     cell = {

@@ -142,3 +142,32 @@ def test_engines_running_before_the_matrix_are_not_a_cells_leftover(tmp_path):
         assert set(doc["run"]["actions"].values()) == {"ran"}
     finally:
         registry.unregister("session-engine-before-matrix")
+
+
+def test_a_cell_without_any_golden_recording_copies_nothing_and_does_not_crash(tmp_path, monkeypatch):
+    # seen on vLLM 0.22.1: every golden set failed, so the side had no golden_dir; Path("") is the working directory,
+    # and the cell copied the whole working directory as its "recording", then crashed reading it
+    import harness.envs
+    import harness.matrix.cell as cell_mod
+    from harness.manifest import load_manifest
+    from harness.settings import REPO_ROOT as REPO
+
+    marker = tmp_path / "env" / "harness-env.json"
+    marker.parent.mkdir()
+    marker.write_text("{}")
+    fake_env = type("Env", (), {"marker": marker, "path": marker.parent})()
+    monkeypatch.setattr(harness.envs, "env_for", lambda m: fake_env)
+    monkeypatch.setattr(harness.envs, "ensure_env", lambda m: fake_env)
+    monkeypatch.setattr(
+        cell_mod, "_collect", lambda *a, **k: {"ok": True, "conformance": {}, "golden_errors": {"chat": "reset"}}
+    )
+    monkeypatch.setattr(cell_mod, "capture_flags", lambda *a, **k: {})
+    monkeypatch.chdir(tmp_path)  # the working directory a bad copy would take
+    (tmp_path / "not-a-recording.txt").write_text("x")
+    key = cell_mod.make_key("a" * 64, "b" * 64, "c" * 64)
+    out = tmp_path / "m"
+    cell = cell_mod.run_cell("1.0.0", load_manifest(REPO / "manifests" / "vllm-0.11.0-cpu.yaml"), key, out,
+                             expectations="vllm-0.11", baseline="0.9.0", say=lambda m: None)  # fmt: skip
+    assert cell["status"] == "ran" and cell["observables"]["wire_keys"] == {}
+    assert not (out / "golden" / "1.0.0").exists()  # nothing copied
+    assert cell["golden_errors"] == {"chat": "reset"}

@@ -10,6 +10,8 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v ss >/dev/null || need+=(iproute2)
 command -v cmake >/dev/null || need+=(cmake)
 command -v g++ >/dev/null || need+=(g++)  # brings gcc; make is there already (make test runs this script)
+# vLLM 0.18.1's CPU worker needs tcmalloc in LD_PRELOAD (matrix/vllm-cpu.yaml); only the full matrix starts it
+[ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || [ "$(uname -m)" != x86_64 ] || need+=(libtcmalloc-minimal4)
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -6,7 +6,8 @@ recording with its provenance; the golden command, the `harness run` stage and t
 `record_sets(base_url, served_name, sets, api_key=None)` -> ({set: [record]}, {set: seconds}). Requests are sent
 sequentially so the engine never batches two golden prompts together (batch shape can change CPU numerics).
 An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing.
-A 4xx refusal of one prompt is that prompt's golden outcome, but a set whose every prompt was refused records nothing
+A 4xx refusal of one prompt (or an HTTP 500 for it alone) is that prompt's golden outcome, but a set whose every
+prompt was refused records nothing
 of the engine (a wrong URL, a proxy, an API mismatch): EngineResponseError too (exit 1, like any engine failure).
 Each answer is bounded in wall time and bytes (a server that drips or never ends is a failure, not a hang).
 """
@@ -211,9 +212,10 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
         raise EngineResponseError(
             f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}"
         ) from None
-    if 400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429):
-        # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"): that *is* its
-        # golden output; the diff compares it with the other version's answer.
+    if (400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429)) or r.status_code == 500:
+        # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"), or failed on it
+        # alone (0.22.1 raises that ValueError inside the request: HTTP 500): that *is* its golden output; the diff
+        # compares it with the other version's answer. Proxies' and overload answers (502/503/504, 429) are not.
         try:
             answer = r.json()
             err = (answer.get("error") if isinstance(answer, dict) else None) or {}

@@ -196,74 +196,6 @@ def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) ->
     }
 
 
-def _collect(manifest: Any, work: Path, sets: list[Any], *, expectations: str, say: Callable[[str], None]) -> dict:
-    """One launch; each stage (golden, metrics, conformance) on its own, so a stage that fails (a request the engine
-    resets) is recorded and the others still run. A golden set that fails is left out of the recording (its
-    endpoint's wire keys are then unknown, never "absent"); `golden_errors` says which and why."""
-    from harness.golden.record import record_with_engine
-    from harness.launch.session import launch
-    from harness.metrics.surface import surface_from_text
-    from harness.net import redact_url
-    from harness.upgrade.collect import _get, _run_conformance
-
-    side: dict[str, Any] = {"ok": False}
-    try:
-        with launch(manifest, run_dir=work / manifest.name / "run", quiet=False) as engine:
-            side["identity"] = dict(getattr(engine, "identity", {}) or {})
-            if "base_url" in side["identity"]:
-                side["identity"]["base_url"] = redact_url(side["identity"]["base_url"])
-            side["ready_seconds"] = side["identity"].get("ready_seconds")
-            say(f"[{manifest.name}] ready; recording golden prompt sets")
-            t = time.perf_counter()
-            rec_dir = work / manifest.name / "golden"
-            errors: dict[str, str] = {}
-            try:
-                record_with_engine(engine, manifest, sets, rec_dir, force=True)
-            except HarnessError as exc:
-                errors["(all sets)"] = exc.one_line()
-                good = []
-                for one in sets:
-                    try:
-                        record_with_engine(engine, manifest, [one], None, write=False)
-                        good.append(one)
-                    except HarnessError as exc1:
-                        errors[one.name] = exc1.one_line()
-                if good:
-                    try:
-                        record_with_engine(engine, manifest, good, rec_dir, force=True)
-                    except HarnessError as exc2:
-                        errors["(kept sets)"] = exc2.one_line()
-            if rec_dir.is_dir():
-                side["golden_dir"] = str(rec_dir)
-            side["golden_errors"] = errors
-            side["golden_seconds"] = round(time.perf_counter() - t, 2)
-            key = engine.spec.api_key()
-            r = _get(engine.base_url, "/metrics", key)
-            if r is not None and r.status_code == 200:
-                atomic_write_text(work / manifest.name / "metrics.txt", r.text)
-                try:
-                    surface_from_text(r.text)
-                except HarnessError as exc:
-                    side["metrics_error"] = exc.one_line()
-            else:
-                side["metrics_error"] = f"/metrics: {getattr(r, 'status_code', 'no answer')}"
-            r = _get(engine.base_url, "/v1/models", key)
-            if r is not None and r.status_code == 200:
-                side["models"] = [
-                    {k: m.get(k) for k in ("id", "max_model_len", "owned_by")} for m in r.json().get("data", [])
-                ]
-            say(f"[{manifest.name}] conformance suite under expectations {expectations}")
-            t = time.perf_counter()
-            side["conformance"] = _run_conformance(engine, expectations)
-            side["conformance_seconds"] = round(time.perf_counter() - t, 2)
-            side["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - an engine that fails is a cell result, not a crash
-        msg = exc.one_line() if isinstance(exc, HarnessError) else str(exc)
-        side["error"] = f"{type(exc).__name__}: {msg}"
-        side["log_tail"] = (getattr(exc, "log_tail", "") or "")[-3000:]
-    return side
-
-
 def run_cell(
     release: str,
     manifest: Any,
@@ -279,6 +211,7 @@ def run_cell(
     """Install, launch once, collect, stop; returns the cell (written by the caller). Never raises for the engine."""
     from harness.envs import ensure_env, env_for
     from harness.golden.prompts import resolve_prompt_sets
+    from harness.upgrade.collect import collect_side
 
     t0 = time.perf_counter()
     timings: dict[str, Any] = {"lock_s": lock_seconds}
@@ -302,7 +235,7 @@ def run_cell(
     }
     sets = resolve_prompt_sets(prompt_sets)
     say(f"[{release}] launching")
-    side = _collect(manifest, work, sets, expectations=expectations, say=say)
+    side = collect_side(manifest, work, sets, expectations=expectations, conformance=True, say=say, keep_good_sets=True)
     timings["cell_s"] = round(time.perf_counter() - t0, 1)
     timings["ready_s"] = side.get("ready_seconds")
     timings["golden_s"] = side.get("golden_seconds")

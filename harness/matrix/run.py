@@ -21,7 +21,7 @@ from harness.matrix.cell import (
 )
 from harness.matrix.spec import MatrixSpec, render_manifest
 
-__all__ = ["ensure_cell", "run_matrix", "lock_for", "config_sha256", "CellRunner"]
+__all__ = ["ensure_cell", "run_matrix", "lock_for", "config_sha256", "suite_sha256", "stale_lock", "CellRunner"]
 
 CellRunner = Callable[..., dict[str, Any]]
 
@@ -40,15 +40,58 @@ def _model_sha256(spec: MatrixSpec) -> str:
     return str(model.get("sha256")) if isinstance(model, dict) else ""
 
 
-def config_sha256(spec: MatrixSpec, release: str) -> str:
-    """Everything besides the lock and the model that a cell's manifest and judgement come from."""
+def suite_sha256(expectations: str, prompt_sets: list[str] | None) -> str:
+    """What a cell is judged by and fed: the conformance case ids (a case added or renamed makes every cell
+    stale), the expectation file's bytes, and each golden prompt set's bytes. A case's code is not hashed: a
+    change there is a harness version."""
+    import hashlib
+    import json
+
+    from harness.conformance.expectations import load_expectations
+    from harness.conformance.suite import all_cases
+    from harness.golden.prompts import resolve_prompt_sets
+
+    exp = load_expectations(expectations)
+    exp_bytes = Path(exp.path).read_bytes() if exp.path else b""
+    doc = {
+        "cases": sorted(c.id for c in all_cases()),
+        "expectations": hashlib.sha256(exp_bytes).hexdigest(),
+        "prompt_sets": {
+            s.name: hashlib.sha256(Path(str(s.path)).read_bytes()).hexdigest() for s in resolve_prompt_sets(prompt_sets)
+        },
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def config_sha256(spec: MatrixSpec, release: str, suite: str | None = None) -> str:
+    """Everything besides the lock and the model that a cell's manifest and judgement come from: the template,
+    the release's settings, and (suite) the cases, expectations and prompts (suite_sha256)."""
     import hashlib
     import json
 
     template = hashlib.sha256(spec.resolve(spec.template).read_bytes()).hexdigest()
-    settings = {n: spec.setting(release, n) for n in ("platform_plugin", "startup_timeout_s")}
+    settings = {n: spec.setting(release, n) for n in ("platform_plugin", "startup_timeout_s", "env")}
     doc = {"template": template, **settings, "python": spec.python, "expectations": spec.expectations}
+    if suite is not None:
+        doc["suite"] = suite
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def stale_lock(spec: MatrixSpec, release: str, lock: Path) -> str | None:
+    """Why a lock the matrix made (DIR/locks/) no longer fits the spec, or None: its `.in` must list the requirement
+    and the release's extra requirements, and its `.overrides` hold every override the spec names. A committed lock
+    is the spec's own choice and never stale."""
+    if not lock.is_file() or spec.committed_lock(release) is not None:
+        return None
+    stem = lock.name[: -len(".txt")]
+    inputs, overrides = lock.parent / f"{stem}.in", lock.parent / f"{stem}.overrides"
+    want = [spec.requirement_for(release), *spec.setting(release, "extra")]
+    have = inputs.read_text().split() if inputs.is_file() else []
+    if have != want:
+        return f"locked for {' '.join(have) or '(no inputs file)'}, the spec asks for {' '.join(want)}"
+    held = set(overrides.read_text().split()) if overrides.is_file() else set()
+    missing = [o for o in spec.setting(release, "overrides") if o not in held]
+    return f"override {missing[0]} not applied" if missing else None
 
 
 def ensure_cell(
@@ -67,8 +110,12 @@ def ensure_cell(
 
     out = Path(out)
     lock = lock_for(spec, release, out)
+    stale = stale_lock(spec, release, lock)
+    if stale:  # made for other inputs than the spec names now: made again, never reused
+        say(f"[{release}] lock {lock.name} is stale ({stale}); locking again")
+        lock.unlink()
     model = _model_sha256(spec)
-    config = config_sha256(spec, release)
+    config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
     key = make_key(lock_sha256(lock) if lock.is_file() else None, model, config)
     cell = load_cell(out, release)
     reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
@@ -89,6 +136,7 @@ def ensure_cell(
                 lock,
                 overrides=spec.setting(release, "overrides"),
                 no_emit=spec.setting(release, "no_emit"),
+                extra=spec.setting(release, "extra"),
                 python_version=spec.python,
                 python_platform=spec.python_platform,
                 say=say,

@@ -48,11 +48,30 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def _env(v: dict[str, str] | None) -> dict[str, str] | None:
+    for name, value in (v or {}).items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"not an environment variable name: {name[:60]!r}")
+        if not isinstance(value, str) or len(value) > 1000:
+            raise ValueError(f"{name}: a string of at most 1000 characters")
+        unknown = set(re.findall(r"\{(\w+)\}", value)) - {"env_dir"}
+        if unknown:
+            raise ValueError(f"{name}: unknown placeholder {{{sorted(unknown)[0]}}} (env values know only {{env_dir}})")
+    return v
+
+
 class Defaults(_Strict):
     platform_plugin: bool = False
     startup_timeout_s: float = Field(default=600.0, gt=0, le=7200)
     no_emit: list[str] = Field(default_factory=list, max_length=50)
     overrides: list[str] = Field(default_factory=list, max_length=50)
+    extra: list[str] = Field(default_factory=list, max_length=50)
+    env: dict[str, str] = Field(default_factory=dict, max_length=20)
+
+    _e = field_validator("env")(classmethod(lambda cls, v: _env(v)))
 
     @field_validator("no_emit")
     @classmethod
@@ -70,9 +89,14 @@ class Release(_Strict):
     startup_timeout_s: float | None = Field(default=None, gt=0, le=7200)
     no_emit: list[str] | None = Field(default=None, max_length=50)
     overrides: list[str] | None = Field(default=None, max_length=50)
+    # requirements locked beside the release (`harness lock --extra`), and variables added to the template's
+    # server.env; a value may name {env_dir}, the release's Python environment (e.g. a library it must LD_PRELOAD)
+    extra: list[str] | None = Field(default=None, max_length=50)
+    env: dict[str, str] | None = Field(default=None, max_length=20)
     note: str | None = Field(default=None, max_length=500)
 
     _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))
+    _e = field_validator("env")(classmethod(lambda cls, v: _env(v)))
 
 
 class MatrixSpec(_Strict):
@@ -221,5 +245,16 @@ def render_manifest(spec: MatrixSpec, version: str, lock: Path, lock_sha256: str
     }
     filled = _fill(raw, values)
     head = f"# Rendered by `harness matrix` from {template.name} for release {version}; do not edit.\n"
+    atomic_write_text(target, head + yaml.safe_dump(filled, sort_keys=False))
+    manifest = load_manifest(target)
+    additions = spec.setting(version, "env")
+    if not additions:
+        return manifest
+    # {env_dir} is where the release's environment is installed: known once the manifest (its lock) is
+    from harness.envs import env_for
+
+    env_dir = str(env_for(manifest).path)
+    server = filled.setdefault("server", {})
+    server["env"] = {**(server.get("env") or {}), **{k: v.replace("{env_dir}", env_dir) for k, v in additions.items()}}
     atomic_write_text(target, head + yaml.safe_dump(filled, sort_keys=False))
     return load_manifest(target)

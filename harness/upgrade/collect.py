@@ -65,6 +65,32 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
         }
 
 
+def _record_good_sets(engine: Any, manifest: Manifest, sets: list[PromptSet], rec_dir: Path) -> dict[str, str]:
+    """Record every set; when that fails, find the sets that fail alone and record the others. {set: why} of those
+    left out ("(all sets)" names the first failure)."""
+    from harness.golden.record import record_with_engine
+
+    errors: dict[str, str] = {}
+    try:
+        record_with_engine(engine, manifest, sets, rec_dir, force=True)
+        return errors
+    except HarnessError as exc:
+        errors["(all sets)"] = exc.one_line()
+    good = []
+    for one in sets:
+        try:
+            record_with_engine(engine, manifest, [one], None, write=False)
+            good.append(one)
+        except HarnessError as exc:
+            errors[one.name] = exc.one_line()
+    if good:
+        try:
+            record_with_engine(engine, manifest, good, rec_dir, force=True)
+        except HarnessError as exc:
+            errors["(kept sets)"] = exc.one_line()
+    return errors
+
+
 def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
     """One GET; None when the engine does not answer (a finding the comparison reports, not an error)."""
     try:
@@ -82,8 +108,12 @@ def collect_side(
     expectations: str,
     conformance: bool,
     say: Callable[[str], None],
+    keep_good_sets: bool = False,
 ) -> Side:
-    """Launch one engine and collect everything the comparison needs. Never raises for an engine failure."""
+    """Launch one engine and collect everything the comparison needs. Never raises for an engine failure.
+
+    keep_good_sets (the matrix): a golden set that fails is left out of the recording and named in
+    side["golden_errors"], and the other stages still run; otherwise (an upgrade) a recording is all or nothing."""
     from harness.golden.record import record_with_engine
     from harness.launch.session import launch
     from harness.metrics.surface import surface_from_text
@@ -104,14 +134,21 @@ def collect_side(
             say(f"[{manifest.name}] ready; recording golden prompt sets")
             t = time.perf_counter()
             rec_dir = out / manifest.name / "golden"
-            record_with_engine(engine, manifest, sets, rec_dir, force=True)
-            side["golden_dir"] = str(rec_dir)
+            if keep_good_sets:
+                side["golden_errors"] = _record_good_sets(engine, manifest, sets, rec_dir)
+            else:
+                record_with_engine(engine, manifest, sets, rec_dir, force=True)
+            if rec_dir.is_dir():  # none when every set failed
+                side["golden_dir"] = str(rec_dir)
             side["golden_seconds"] = round(time.perf_counter() - t, 2)
             key = engine.spec.api_key()
             r = _get(engine.base_url, "/metrics", key)
             if r is not None and r.status_code == 200:
                 atomic_write_text(out / manifest.name / "metrics.txt", r.text)
-                side["metrics"] = surface_from_text(r.text)
+                try:
+                    side["metrics"] = surface_from_text(r.text)
+                except HarnessError as exc:  # a scrape the parser refuses is a finding, not the loss of the side
+                    side["metrics_error"] = exc.one_line()
             else:
                 side["metrics_error"] = f"/metrics: {getattr(r, 'status_code', 'no answer')}"
             r = _get(engine.base_url, "/v1/models", key)

@@ -469,3 +469,38 @@ def test_26_records_written_are_read_back(tmp_path):
     d = write_recording(tmp_path / "r", meta(), {"chat": [r, refusal]})
     back = load_recording(d).sets["chat"]
     assert back["p"]["choices"][0]["logprobs"][0][1] == float("-inf") and back["q"]["error"]["status"] == 400
+
+
+# --- an HTTP 500 for one prompt alone is that prompt's outcome; 502/503 are not ---------------------------------
+
+
+def _one_prompt(status: int) -> dict | Exception:
+    import httpx
+
+    from harness.golden.prompts import resolve_prompt_sets
+    from harness.golden.record import record_prompt
+
+    chat = next(s for s in resolve_prompt_sets() if s.name == "chat")
+    body = b"Internal Server Error" if status == 500 else b"bad gateway"
+    transport = httpx.MockTransport(lambda req: httpx.Response(status, content=body))
+    with httpx.Client(base_url="http://127.0.0.1:9", transport=transport) as client:
+        try:
+            return record_prompt(client, "tiny", chat.prompts[0], "chat")
+        except Exception as exc:  # noqa: BLE001 - the test looks at which kind it is
+            return exc
+
+
+def test_17_http_500_for_one_prompt_is_its_recorded_outcome():
+    # vLLM 0.22.1 raises inside an n=2 greedy request (uvicorn answers 500) and serves the next request normally
+    rec = _one_prompt(500)
+    assert isinstance(rec, dict), rec
+    assert rec["error"]["status"] == 500 and rec["error"]["message"] == "Internal Server Error"
+    assert rec["choices"] == [] and rec["response_keys"] == []
+
+
+@pytest.mark.parametrize("status", [502, 503])
+def test_17_proxy_and_overload_answers_are_engine_failures(status):
+    from harness.golden.record import EngineResponseError
+
+    exc = _one_prompt(status)
+    assert isinstance(exc, EngineResponseError) and f"HTTP {status}" in str(exc)

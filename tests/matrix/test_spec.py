@@ -82,6 +82,10 @@ def test_render_manifest_is_a_valid_manifest_with_a_relative_lock(tmp_path):
         (f"format: 1\nname: x\ntemplate: {TEMPLATE}\nrequirement: 'x=={{version}}'\nbaseline: 0.1.0\n"
          "expectations: e\nreleases: [{version: 0.1.0, lock: /nonexistent.txt}]\n", "releases.0.1.0.lock"),
         ("format: 1\nformat: 1\n", "line 2"),
+        (f"format: 1\nname: x\ntemplate: {TEMPLATE}\nrequirement: 'x=={{version}}'\nbaseline: 0.1.0\n"
+         "expectations: e\nreleases: [{version: 0.1.0, env: {LD_PRELOAD: '{home}/x.so'}}]\n", "releases.0.env"),
+        (f"format: 1\nname: x\ntemplate: {TEMPLATE}\nrequirement: 'x=={{version}}'\nbaseline: 0.1.0\n"
+         "expectations: e\nreleases: [{version: 0.1.0, env: {'bad name': x}}]\n", "releases.0.env"),
     ],
 )  # fmt: skip
 def test_hostile_specs_are_one_manifest_error(tmp_path, body, field):
@@ -108,3 +112,16 @@ def test_hostile_spec_through_the_cli_is_one_line_and_exit_2(tmp_path, capsys):
 def test_synthetic_spec_helper_loads(tmp_path):
     spec = load_spec(write_spec(tmp_path, ["1.0.0", "1.1.0"]))
     assert spec.versions == ["1.0.0", "1.1.0"] and spec.committed_lock("1.0.0") == LOCK
+
+
+def test_release_env_names_its_own_environment_and_extra_reaches_the_lock(tmp_path):
+    from harness.envs import env_for, lock_sha256
+
+    spec = load_spec(SPEC)
+    assert spec.setting("0.18.1", "extra") == ["intel-openmp==2024.2.1"]
+    assert spec.setting("0.11.2", "overrides") == ["triton==3.4.0"] and spec.setting("0.11.0", "env") == {}
+    lock = spec.committed_lock("0.20.0")
+    m = render_manifest(spec, "0.18.1", lock, lock_sha256(lock), tmp_path / "manifests")
+    preload = m.server.env["LD_PRELOAD"]
+    assert preload == f"/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4:{env_for(m).path}/lib/libiomp5.so"
+    assert m.server.env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # the template's env is kept

@@ -14,6 +14,7 @@ The observables (what the rows of the matrix are made of):
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -143,6 +144,30 @@ def _log_tail(path: Path, max_bytes: int = 3000) -> str:
         return ""
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PREFIX = re.compile(r"^\s*(\(\w+ pid=\d+\)\s*)?((INFO|WARNING|ERROR|DEBUG) \d\d-\d\d [\d:]+ \[[^\]]*\]\s*)?")
+_FINDING = re.compile(r"\b(\w+Error|\w+Exception)\b[:(]|\bnot found\b")
+
+
+def log_findings(path: Path, limit: int = 8, max_bytes: int = 8 << 20) -> list[str]:
+    """The distinct error lines of an engine log, in order (a release's root cause is often far above the tail:
+    0.11.2's `vllm._C` fails to import with a libstdc++ ABI error 80 lines before the final RuntimeError)."""
+    try:
+        with path.open("rb") as f:
+            text = f.read(max_bytes).decode("utf-8", "replace")
+    except OSError:
+        return []
+    seen: list[str] = []
+    for raw in text.splitlines():
+        line = _PREFIX.sub("", _ANSI.sub("", raw)).strip()
+        if line.startswith(("File ", "raise ", "^")) or not _FINDING.search(line) or line in seen:
+            continue
+        seen.append(line[:400])
+        if len(seen) >= limit:
+            break
+    return seen
+
+
 def failed_cell(
     release: str, key: CellKey, stage: str, reason: str, log_tail: str = "", **extra: Any
 ) -> dict[str, Any]:
@@ -243,8 +268,11 @@ def run_cell(
     if not side.get("ok"):
         err = str(side.get("error", "engine failed"))
         stage = "identity" if err.startswith(IdentityMismatch.__name__) else "launch"
-        tail = str(side.get("log_tail") or "") or _log_tail(work / manifest.name / "run" / "engine.log")
-        return failed_cell(release, key, stage, err, tail, timings=timings, install=install)
+        log = work / manifest.name / "run" / "engine.log"
+        tail = str(side.get("log_tail") or "") or _log_tail(log)
+        return failed_cell(
+            release, key, stage, err, tail, timings=timings, install=install, log_errors=log_findings(log)
+        )
     observables: dict[str, Any] = {}
     conf = side.get("conformance") or {}
     observables["conformance"] = {

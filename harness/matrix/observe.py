@@ -127,12 +127,14 @@ def row_ids(cells: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def rows(versions: list[str], cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per observable: the shown value per release, the first release where it changed, every change."""
+    """One row per observable: the shown value per release, the first release where it changed, every change, and
+    the release since which it has its newest value."""
     out = []
     for kind, ids in row_ids(cells).items():
         for ident in ids:
             values = {v: observe(cells.get(v), kind, ident) for v in versions}
             first, changes = first_change(versions, values)
+            known_versions = [v for v in versions if values[v][0]]
             out.append(
                 {
                     "kind": kind,
@@ -140,6 +142,8 @@ def rows(versions: list[str], cells: dict[str, dict[str, Any]]) -> list[dict[str
                     "values": {v: (display(kind, val) if known else None) for v, (known, val) in values.items()},
                     "first_changed": first,
                     "changes": changes,
+                    # "since which release does it behave like this": where the newest known value began
+                    "since": changes[-1] if changes else (known_versions[0] if known_versions else None),
                 }
             )
     return out

@@ -39,6 +39,7 @@ def _column(cell: dict[str, Any]) -> dict[str, Any]:
         "stage": cell.get("stage"),
         "reason": cell.get("reason"),
         "log_tail": cell.get("log_tail") or None,
+        "log_errors": cell.get("log_errors") or None,
         "reported_version": ident.get("version"),
         "timings": t,
         "installer": inst.get("installer"),
@@ -90,6 +91,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for c in doc["releases"]:
         t = c["timings"] or {}
         status = c["status"] if c["status"] == "ran" else f"failed at {c['stage']}: {c['reason']}"
+        if c.get("log_errors"):
+            status += " (log: " + " / ".join(c["log_errors"][:3]) + ")"
         g = c["golden"] or {}
         gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
         if c.get("golden_errors"):
@@ -107,11 +110,15 @@ def render_markdown(doc: dict[str, Any]) -> str:
             continue
         changed = sum(1 for r in krows if r["first_changed"])
         out += ["", f"## {KIND_TITLES[kind]} ({len(krows)}, {changed} changed)", ""]
-        out.append("| " + " | ".join(["id", "first changed", *map(_md, cols)]) + " |")
-        out.append("|" + "---|" * (len(cols) + 2))
+        out.append("| " + " | ".join(["id", "first changed", "as now since", *map(_md, cols)]) + " |")
+        out.append("|" + "---|" * (len(cols) + 3))
         for r in sorted(krows, key=lambda r: (r["first_changed"] is None, r["id"])):
             vals = [_md(r["values"].get(v) if r["values"].get(v) is not None else "?") for v in cols]
-            out.append(f"| `{_md(r['id'])}` | {_md(r['first_changed'] or '-')} | " + " | ".join(vals) + " |")
+            out.append(
+                f"| `{_md(r['id'])}` | {_md(r['first_changed'] or '-')} | {_md(r.get('since') or '-')} | "
+                + " | ".join(vals)
+                + " |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -155,6 +162,8 @@ def render_html(doc: dict[str, Any]) -> str:
             status = "ran"
         else:
             status = f'<span class="failed">failed at {e(str(c["stage"]))}: {e(str(c["reason"]))}</span>'
+            if c.get("log_errors"):
+                status += "<pre>" + e("\n".join(str(x) for x in c["log_errors"])) + "</pre>"
             if c.get("log_tail"):
                 status += f"<pre>{e(str(c['log_tail'])[-1500:])}</pre>"
         parts.append(
@@ -173,11 +182,13 @@ def render_html(doc: dict[str, Any]) -> str:
         changed = sum(1 for r in krows if r["first_changed"])
         parts.append(f'<h2 id="{e(kind)}">{e(KIND_TITLES[kind])} ({len(krows)}, {changed} changed)</h2>')
         head = "".join(f"<th>{e(v)}</th>" for v in cols)
-        parts.append(f'<table class="rows" data-kind="{e(kind)}"><tr><th>id</th><th>first changed</th>{head}</tr>')
+        parts.append(
+            f'<table class="rows" data-kind="{e(kind)}"><tr><th>id</th><th>first changed</th>'
+            f"<th>as now since</th>{head}</tr>"
+        )
         for r in sorted(krows, key=lambda r: (r["first_changed"] is None, r["id"])):
             cls = ' class="changed"' if r["first_changed"] else ""
             tds = []
-            prev: Any = object()
             for v in cols:
                 val = r["values"].get(v)
                 if val is None:
@@ -185,12 +196,9 @@ def render_html(doc: dict[str, Any]) -> str:
                     continue
                 mark = ' class="changed"' if r["changes"] and v in r["changes"] else ""
                 tds.append(f"<td{mark}>{e(str(val))}</td>")
-                prev = val
-            del prev
             parts.append(
                 f'<tr{cls}><td class="id">{e(r["id"])}</td><td class="first">{e(r["first_changed"] or "-")}</td>'
-                + "".join(tds)
-                + "</tr>"
+                f'<td class="since">{e(str(r.get("since") or "-"))}</td>' + "".join(tds) + "</tr>"
             )
         parts.append("</table>")
     parts.append(f"<p><small>Rendered {e(str(doc['rendered_at']))} by harness matrix.</small></p></body></html>")

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,32 +15,12 @@ from harness.cli import main
 from harness.conformance.html import render_html
 from harness.upgrade.html import render_html as render_upgrade
 from harness.upgrade.html import write_html as write_upgrade_html
-from tests.conftest import unavailable
 from tests.support.badserver import BadServer
+from tests.support.browser import dom
 from tests.support.standin_server import serve
 from tests.upgrade.test_run import NEW, OLD, calls  # noqa: F401 - `calls` is the fixture that fakes both sides
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 INJECTED = 'bad [/oops] [bold]request</pre></td><script id="injected">'
-
-
-def dom(page: Path) -> str:
-    """The DOM headless Chromium builds from file://page (fresh profile, no network, no sandbox for root)."""
-    if not CHROMIUM:
-        unavailable("chromium not installed (scripts/system-deps.sh installs it)")
-    prof = tempfile.mkdtemp()
-    try:
-        p = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={prof}",
-             "--dump-dom", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(prof, ignore_errors=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "<html" in p.stdout, p.stderr[-2000:]
-    return p.stdout
 
 
 def _conform(capsys, url: str, out: Path, *extra: str) -> int:

@@ -1,19 +1,14 @@
 """The HTML report loads offline in a real headless browser (Debian's chromium) and its charts render."""
 
 import re
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
 from harness.load.report import write_reports
 from harness.load.runner import Target, run_scenario
 from harness.load.scenario import parse_scenario
-from tests.conftest import unavailable
 from tests.load.fakeserver import FakeServer
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.support.browser import chromium
 
 
 @pytest.fixture(scope="module")
@@ -44,31 +39,9 @@ def test_html_is_self_contained(report_dir):
     assert html.count('class="series"') >= 5
 
 
-def _chromium(*args):
-    prof = tempfile.mkdtemp()
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={prof}",
-        *args,
-    ]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-    finally:
-        shutil.rmtree(prof, ignore_errors=True)
-
-
-def test_report_renders_in_headless_chromium(report_dir):
-    if not CHROMIUM:
-        unavailable("chromium not installed (scripts/system-deps.sh installs it)")  # fails under CI=true
+def test_report_renders_in_headlesschromium(report_dir):
     url = (report_dir / "report.html").as_uri()
-    p = _chromium("--dump-dom", url)
+    p = chromium("--dump-dom", url)
     assert p.returncode == 0, p.stderr[-2000:]
     dom = p.stdout
     assert 'id="verdict"' in dom and "PASS" in dom
@@ -77,5 +50,5 @@ def test_report_renders_in_headless_chromium(report_dir):
     assert all(re.fullmatch(r"M[-\d.,]+( L[-\d.,]+)*", d) for d in paths)
     assert sum(" L" in d for d in paths) >= 4  # the CDFs and the concurrency steps draw lines
     shot = report_dir / "shot.png"
-    p = _chromium(f"--screenshot={shot}", "--window-size=1200,2000", url)
+    p = chromium(f"--screenshot={shot}", "--window-size=1200,2000", url)
     assert p.returncode == 0 and shot.stat().st_size > 20_000  # a blank page is a few KB

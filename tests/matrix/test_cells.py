@@ -192,3 +192,17 @@ def test_a_lock_made_for_other_inputs_is_stale(tmp_path):
     (tmp_path / "vllm-0.11.2-cpu.overrides").write_text("torch==2.8.0\n")
     assert stale_lock(spec, "0.11.2", lock2) == "override triton==3.4.0 not applied"
     assert stale_lock(spec, "0.11.0", spec.committed_lock("0.11.0")) is None  # committed: the spec's own choice
+
+
+def test_log_findings_keep_the_root_cause_far_above_the_tail(tmp_path):
+    from harness.matrix.cell import log_findings
+
+    log = tmp_path / "engine.log"
+    cause = "Failed to import from vllm._C: ImportError(\"libstdc++.so.6: version `CXXABI_1.3.15' not found\")"
+    log.write_text(
+        f"INFO 12-01 14:31:09 [importing.py:44] starting\nWARNING 12-01 14:31:09 [interface.py:201] {cause}\n"
+        + "\x1b[1;36m(APIServer pid=1)\x1b[0;0m   File \"x.py\", line 3, in f\n" * 200
+        + "\x1b[1;36m(APIServer pid=1)\x1b[0;0m RuntimeError: Engine core initialization failed.\n" * 2
+    )
+    assert log_findings(log) == [cause, "RuntimeError: Engine core initialization failed."]
+    assert log_findings(tmp_path / "missing.log") == []

@@ -82,3 +82,43 @@ def _tags(page: str) -> list[tuple[str, list]]:
 
     P().feed(page)
     return found
+
+
+def test_since_is_where_the_newest_value_began():
+    r = {(x["kind"], x["id"]): x for x in rows(["1.0.0", "1.1.0", "1.2.0"], _cells())}
+    assert r[("metric", "a")]["since"] == "1.1.0"  # 3 buckets since 1.1.0 (1.2.0 failed: unknown, skipped)
+    assert r[("wire-key", "chat:choices")]["since"] == "1.0.0"  # never changed: as in the first release
+
+
+def test_matrix_html_renders_in_headless_chromium(tmp_path):
+    from tests.support.browser import dom
+
+    spec = load_spec(write_spec(tmp_path, ["1.0.0", "1.1.0", "1.2.0"]))
+    cells = _cells()
+    cells["1.2.0"]["reason"] = '<script id="injected">x</script>'
+    page = tmp_path / "matrix.html"
+    page.write_text(render_html(matrix_document(spec, cells)))
+    tree = dom(page)
+    assert "<script" not in tree and '&lt;script id="injected"&gt;' in tree  # text, not markup
+    assert tree.count('<table class="rows"') == 3
+    assert tree.count("<th>1.1.0</th>") == 3  # each rows table has a column per release
+    assert '<td class="first">1.1.0</td>' in tree and '<td class="since">1.1.0</td>' in tree
+
+
+def test_committed_matrix_html_renders_every_row_and_release(tmp_path):
+    """The committed page (matrix/results/matrix.html) as a user opens it: one column per release with a cell, one
+    row per row of matrix.json, the release table naming every release of the spec."""
+    import json
+
+    from tests.matrix.helpers import REPO
+    from tests.support.browser import dom
+
+    results = REPO / "matrix" / "results"
+    doc = json.loads((results / "matrix.json").read_text())
+    tree = dom(results / "matrix.html")
+    releases = [c["release"] for c in doc["releases"]]
+    assert tree.count("<tr") == 1 + len(releases) + len(doc["rows"]) + len({r["kind"] for r in doc["rows"]})
+    for v in releases:
+        assert f"<td>{v}</td>" in tree  # the releases table
+    changed = next(r for r in doc["rows"] if r["first_changed"])
+    assert f'<td class="first">{changed["first_changed"]}</td>' in tree

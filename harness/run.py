@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import __version__
+from harness.errors import UsageError
 from harness.launch.base import new_run_id
 from harness.launch.session import launch, reports_dir, runtime_pin
 from harness.manifest import load_manifest
@@ -49,8 +50,16 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
     if "conformance" not in skip:
         from harness.conformance.expectations import default_expectation
 
-        # a missing expectation file is refused before the (slow) launch, not after it
-        default_expectation(manifest.engine.kind, manifest.engine.version)
+        # a missing expectation file is refused before the (slow) launch, not after it; `run` has no --expect, so
+        # the hint names what this command takes
+        try:
+            default_expectation(manifest.engine.kind, manifest.engine.version)
+        except UsageError as exc:
+            text = str(exc)
+            hint = "pass --expect openai"
+            raise UsageError(
+                text.replace(hint, "run with --skip conformance (or `harness conform MANIFEST --expect openai`)")
+            ) from None
     run_id = new_run_id()
     run_dir = Path(out) if out else reports_dir() / run_id
     record: dict = {

@@ -177,3 +177,14 @@ def test_the_committed_manifests_resolve(tmp_path):
         man = load_manifest(m[key])
         got[key] = default_expectation(man.engine.kind, man.engine.version)
     assert got == {"tgi": "tgi-3.3.5", "vllm": "vllm-0.11", "llamacpp": "llamacpp-0c1e570"}
+
+
+def test_run_without_an_expectation_file_names_what_run_takes(tmp_path, no_launch, monkeypatch, capsys):
+    import harness.run
+
+    monkeypatch.setattr(harness.run, "launch", lambda *a, **k: no_launch.append("harness.run.launch"))
+    rc = main(["run", str(_manifests(tmp_path)["vllm-0.99"])])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("harness: error: no expectation file for vllm 0.99.0")
+    assert "run with --skip conformance" in err[0] and "or pass --expect" not in err[0]  # run has no --expect
+    assert no_launch == []

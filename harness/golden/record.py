@@ -5,7 +5,8 @@ recording with its provenance; the golden command, the `harness run` stage and t
 
 `record_sets(base_url, served_name, sets, api_key=None)` -> ({set: [record]}, {set: seconds}). Requests are sent
 sequentially so the engine never batches two golden prompts together (batch shape can change CPU numerics).
-An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing.
+An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing
+(a connection closed before any answer began is sent once more, and the record says so: `connection_retried`).
 A 4xx refusal of one prompt (or an HTTP 500 for it alone) is that prompt's golden outcome, but a set whose every
 prompt was refused records nothing
 of the engine (a wrong URL, a proxy, an API mismatch): EngineResponseError too (exit 1, like any engine failure).
@@ -39,6 +40,7 @@ __all__ = [
     "key_paths",
     "build_meta",
     "bounded_request",
+    "NoAnswer",
     "repo_relative",
     "reported_version",
     "record_with_engine",
@@ -188,11 +190,22 @@ class _Answer:
         return parse_json(self.text, "response", "engine answer", allow_nan=True)
 
 
+class NoAnswer(httpx.TransportError):
+    """The connection failed before any answer began (no status line): on a kept-alive connection, the server
+    closed it after its previous answer."""
+
+
 def bounded_request(client: httpx.Client, method: str, path: str, wall_s: float, **kw: Any) -> _Answer:
     """Send and read the whole answer within `wall_s` seconds and MAX_RESPONSE_BYTES (httpx's timeout is per read
-    only: a server that drips a byte a second would never time out)."""
+    only: a server that drips a byte a second would never time out). A reset or close before the status line is
+    NoAnswer."""
     deadline = time.monotonic() + wall_s
-    with client.stream(method, path, **kw) as r:
+    try:
+        stream = client.stream(method, path, **kw)
+        r = stream.__enter__()
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        raise NoAnswer(f"{type(exc).__name__}: {exc}") from None
+    try:
         buf = bytearray()
         for chunk in r.iter_bytes():
             buf += chunk
@@ -201,17 +214,37 @@ def bounded_request(client: httpx.Client, method: str, path: str, wall_s: float,
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"answer not complete after {wall_s:.0f} s")
         return _Answer(r.status_code, bytes(buf))
+    finally:
+        stream.__exit__(None, None, None)
 
 
 def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_name: str, *,
                   wall_s: float = 120.0) -> dict:  # fmt: skip
     body = dict(prompt.body(), model=served_name)
-    try:
-        r = bounded_request(client, "POST", prompt.path, wall_s, json=body)
-    except httpx.HTTPError as exc:
-        raise EngineResponseError(
-            f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}"
-        ) from None
+    retried: str | None = None
+    for attempt in (1, 2):
+        try:
+            r = bounded_request(client, "POST", prompt.path, wall_s, json=body)
+            break
+        except NoAnswer as exc:
+            # vLLM 0.17 to 0.22 answer 400 to an n=2 greedy request and then raise in the handler, and uvicorn
+            # closes that kept-alive connection: the next prompt's request dies on it unanswered. Sent once more, on
+            # a new connection (a golden request is deterministic, so a second send is the same request); said in
+            # the record.
+            if attempt == 2:
+                raise EngineResponseError(f"prompt {set_name}/{prompt.id}: request failed twice: {exc}") from None
+            retried = str(exc)
+        except httpx.HTTPError as exc:
+            raise EngineResponseError(
+                f"prompt {set_name}/{prompt.id}: request failed: {type(exc).__name__}: {exc}"
+            ) from None
+    rec = _record_answer(r, prompt, set_name)
+    if retried:
+        rec["connection_retried"] = retried[:300]
+    return rec
+
+
+def _record_answer(r: _Answer, prompt: Prompt, set_name: str) -> dict:
     if (400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429)) or r.status_code == 500:
         # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"), or failed on it
         # alone (0.22.1 raises that ValueError inside the request: HTTP 500): that *is* its golden output; the diff

@@ -504,3 +504,33 @@ def test_17_proxy_and_overload_answers_are_engine_failures(status):
 
     exc = _one_prompt(status)
     assert isinstance(exc, EngineResponseError) and f"HTTP {status}" in str(exc)
+
+
+def test_17_a_connection_closed_before_any_answer_is_sent_once_more_and_said():
+    # vLLM 0.17-0.22: after its 400 for an n=2 greedy request the handler raises and uvicorn closes the kept-alive
+    # connection; the next request on it is reset before any answer
+    import httpx
+
+    from harness.golden.prompts import resolve_prompt_sets
+    from harness.golden.record import EngineResponseError, record_prompt
+
+    chat = next(s for s in resolve_prompt_sets() if s.name == "chat")
+    calls = []
+
+    def answer(req):
+        calls.append(req)
+        if len(calls) == 1:
+            raise httpx.ReadError("[Errno 104] Connection reset by peer")
+        return httpx.Response(400, json={"error": {"message": "n must be 1", "type": "BadRequestError"}})
+
+    with httpx.Client(base_url="http://127.0.0.1:9", transport=httpx.MockTransport(answer)) as client:
+        rec = record_prompt(client, "tiny", chat.prompts[0], "chat")
+    assert len(calls) == 2 and rec["error"]["status"] == 400
+    assert rec["connection_retried"] == "ReadError: [Errno 104] Connection reset by peer"
+
+    def always_reset(req):
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    with httpx.Client(base_url="http://127.0.0.1:9", transport=httpx.MockTransport(always_reset)) as client:
+        with pytest.raises(EngineResponseError, match="request failed twice"):
+            record_prompt(client, "tiny", chat.prompts[0], "chat")

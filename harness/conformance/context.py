@@ -28,7 +28,6 @@ MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe
 PROBES: dict[str, Callable[[Ctx], Awaitable[Trace]]] = {}
 
 
-_CLOSED_IDLE = "without sending a response"  # httpcore's words for a connection closed before any response byte
 
 
 def probe(name: str):
@@ -112,13 +111,15 @@ class Ctx:
     async def record(self, client: httpx.AsyncClient, method: str, path: str, **kw: Any) -> Trace:
         """`harness.client.record` with this suite's bounds (a caller may tighten them).
 
-        One retry, on a fresh connection, when the server closed a pooled keep-alive connection before answering
-        anything (RFC 9112 9.3.1: the request was never read). Some servers (llama.cpp's) close the connection after
+        One retry, on a fresh connection, when the server closed (or reset) a pooled keep-alive connection before
+        answering anything (RFC 9112 9.3.1: the request was never read). Some servers (llama.cpp's) close the connection after
         every streamed response without `Connection: close`; pooled clients then fail their next request. The case
         `http.keepalive-after-stream` judges that behaviour; every other case judges the answer to its own request."""
         trace = await record(client, method, path, **{**self.limits, **kw})
         for _ in range(2):  # each failure drops one stale connection from the pool
-            if not (trace.status is None and trace.failure == "protocol" and _CLOSED_IDLE in (trace.error or "")):
+            # no status line and the connection broke: closed ("without sending a response") or reset (vLLM
+            # 0.18-0.22 drop a connection whose previous handler raised after its 400 was sent)
+            if not (trace.status is None and trace.failure == "protocol" and not trace.headers):
                 break
             first_error = trace.retried or str(trace.error)
             trace = await record(client, method, path, **{**self.limits, **kw})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import threading
 
 from harness.conformance.cases.http import keepalive_after_stream
@@ -19,9 +20,10 @@ STREAM = (
 HEALTH = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 
-def _serve(close_after_stream: bool) -> tuple[str, socket.socket]:
+def _serve(close_after_stream: bool, reset: bool = False) -> tuple[str, socket.socket]:
     """close_after_stream: the request after a stream on that connection is read and then the connection closed
-    unanswered (what a client sees when the server's close races its next request)."""
+    unanswered (what a client sees when the server's close races its next request); reset: closed with a TCP RST
+    (SO_LINGER 0), as a client sees vLLM 0.18-0.22 drop a connection whose previous handler raised."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
@@ -43,6 +45,8 @@ def _serve(close_after_stream: bool) -> tuple[str, socket.socket]:
                     rest += c.recv(65536)
                 buf = rest[length:]
                 if streamed and close_after_stream:
+                    if reset:
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return  # closes unanswered; the stream's response never said Connection: close
                 streamed = head.startswith(b"POST")
                 c.sendall(STREAM if streamed else HEALTH)
@@ -92,3 +96,12 @@ def test_a_server_keeping_the_connection_passes():
         srv.close()
     assert check.status.value == "pass", check
     assert health.status == 200 and health.retried == ""
+
+
+def test_a_connection_reset_before_any_answer_is_retried_too():
+    url, srv = _serve(close_after_stream=True, reset=True)
+    try:
+        _check, _, health = _run(url)
+    finally:
+        srv.close()
+    assert health.status == 200 and health.retried.startswith("ReadError")  # retried on a fresh connection

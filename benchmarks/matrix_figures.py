@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.envs import find_uv, harness_home, uv_environment
+from harness.envs import find_uv, harness_home, pip_find_links, uv_environment
 from harness.matrix.cell import load_cell
 from harness.matrix.run import lock_for
 from harness.matrix.spec import load_spec
@@ -39,6 +39,8 @@ def warm_install(lock: Path, python: str) -> float:
         t0 = time.perf_counter()
         subprocess.run([uv, "venv", "-q", "--python", python, str(scratch / "env")], check=True, env=uv_environment())
         cmd = [uv, "pip", "install", "-q", "--python", str(scratch / "env" / "bin" / "python"), "--require-hashes"]
+        for fl in pip_find_links():  # as harness.envs installs: a lock may keep a local build found there
+            cmd += ["--find-links", fl]
         subprocess.run([*cmd, "--no-deps", "-r", str(lock)], check=True, env=uv_environment())
         return round(time.perf_counter() - t0, 1)
     finally:

@@ -28,8 +28,6 @@ MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe
 PROBES: dict[str, Callable[[Ctx], Awaitable[Trace]]] = {}
 
 
-
-
 def probe(name: str):
     """Register a named request whose trace several cases share (run once per suite)."""
 

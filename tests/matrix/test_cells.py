@@ -198,10 +198,10 @@ def test_log_findings_keep_the_root_cause_far_above_the_tail(tmp_path):
     from harness.matrix.cell import log_findings
 
     log = tmp_path / "engine.log"
-    cause = "Failed to import from vllm._C: ImportError(\"libstdc++.so.6: version `CXXABI_1.3.15' not found\")"
+    cause = 'Failed to import from vllm._C: ImportError("libstdc++.so.6: version `CXXABI_1.3.15\' not found")'
     log.write_text(
         f"INFO 12-01 14:31:09 [importing.py:44] starting\nWARNING 12-01 14:31:09 [interface.py:201] {cause}\n"
-        + "\x1b[1;36m(APIServer pid=1)\x1b[0;0m   File \"x.py\", line 3, in f\n" * 200
+        + '\x1b[1;36m(APIServer pid=1)\x1b[0;0m   File "x.py", line 3, in f\n' * 200
         + "\x1b[1;36m(APIServer pid=1)\x1b[0;0m RuntimeError: Engine core initialization failed.\n" * 2
     )
     assert log_findings(log) == [cause, "RuntimeError: Engine core initialization failed."]

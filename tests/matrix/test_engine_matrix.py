@@ -84,7 +84,7 @@ def test_bisect_answers_from_the_committed_cells_as_the_matrix_says(tmp_path, no
     assert changed, f"the committed matrix shows no {kind} change"
     row = changed[0]
     out = tmp_path / "answer.json"
-    rc = main(["bisect", str(SPEC), f"--{kind}", row["id"], "--json", str(out)])
+    rc = main(["bisect", str(SPEC), f"--{kind}={row['id']}", "--json", str(out)])  # = : a flag starts with --
     assert rc == 0, capsys.readouterr().err
     answer = json.loads(out.read_text())
     assert answer["first_changed"] == row["first_changed"] and answer["ran"] == []

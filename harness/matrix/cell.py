@@ -1,8 +1,9 @@
 """One matrix cell: one release locked (cached), installed, launched once, and its observables recorded.
 
 A cell is DIR/cells/<release>.json. It is reused, with no install and no launch, when it was made for the same lock
-hash, model hash and harness version (`reuse_decision`, a pure function); a release that cannot be locked, installed
-or started is a cell too (status "failed", the stage, the reason and the log's tail), never a crash of the matrix.
+hash, model hash, harness version and config (template, the release's settings, the suite: harness.matrix.run
+config_sha256) (`reuse_decision`, a pure function); a release that cannot be locked, installed or started is a cell
+too (status "failed", the stage, the reason, the log's tail and its error lines), never a crash of the matrix.
 The observables (what the rows of the matrix are made of):
   conformance  {case id: {verdict, behaviours}} under the spec's expectation file (the baseline release's)
   metrics      {family: {type, labels, buckets}} of a /metrics scrape taken after the golden traffic
@@ -86,7 +87,7 @@ def reuse_decision(cell: dict[str, Any] | None, key: CellKey, *, retry_failed: b
             return False, f"{k} changed ({str(old.get(k))[:12]} -> {str(key.get(k))[:12]})"
     if cell.get("status") not in ("ran", "failed"):
         return False, f"unknown status {cell.get('status')!r}"
-    return True, "same lock, model and harness version"
+    return True, "same lock, model, config and harness version"
 
 
 def metric_surface(text: str) -> dict[str, dict[str, Any]]:

@@ -18,7 +18,7 @@ KEY = make_key("a" * 64, "b" * 64)
 
 
 def test_reuse_same_key():
-    assert reuse_decision(cell("1.0.0", key=KEY), KEY) == (True, "same lock, model and harness version")
+    assert reuse_decision(cell("1.0.0", key=KEY), KEY) == (True, "same lock, model, config and harness version")
 
 
 @pytest.mark.parametrize("field", ["lock_sha256", "model_sha256", "harness_version"])

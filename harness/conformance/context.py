@@ -116,7 +116,7 @@ class Ctx:
         trace = await record(client, method, path, **{**self.limits, **kw})
         for _ in range(2):  # each failure drops one stale connection from the pool
             # no status line and the connection broke: closed ("without sending a response") or reset (vLLM
-            # 0.18-0.22 drop a connection whose previous handler raised after its 400 was sent)
+            # 0.18.1-0.25.1 reset a connection whose previous handler raised after its 400 was sent)
             if not (trace.status is None and trace.failure == "protocol" and not trace.headers):
                 break
             first_error = trace.retried or str(trace.error)

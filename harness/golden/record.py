@@ -7,8 +7,7 @@ recording with its provenance; the golden command, the `harness run` stage and t
 sequentially so the engine never batches two golden prompts together (batch shape can change CPU numerics).
 An HTTP error or malformed response is an EngineResponseError naming the prompt: a recording is all or nothing
 (a connection closed before any answer began is sent once more, and the record says so: `connection_retried`).
-A 4xx refusal of one prompt (or an HTTP 500 for it alone) is that prompt's golden outcome, but a set whose every
-prompt was refused records nothing
+A 4xx refusal of one prompt is that prompt's golden outcome, but a set whose every prompt was refused records nothing
 of the engine (a wrong URL, a proxy, an API mismatch): EngineResponseError too (exit 1, like any engine failure).
 Each answer is bounded in wall time and bytes (a server that drips or never ends is a failure, not a hang).
 """
@@ -227,8 +226,8 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
             r = bounded_request(client, "POST", prompt.path, wall_s, json=body)
             break
         except NoAnswer as exc:
-            # vLLM 0.17 to 0.22 answer 400 to an n=2 greedy request and then raise in the handler, and uvicorn
-            # closes that kept-alive connection: the next prompt's request dies on it unanswered. Sent once more, on
+            # vLLM 0.18.1 to 0.25.1 answer 400 to an n=2 greedy request and then raise in the handler, and uvicorn
+            # resets that kept-alive connection: the next prompt's request dies on it unanswered. Sent once more, on
             # a new connection (a golden request is deterministic, so a second send is the same request); said in
             # the record.
             if attempt == 2:
@@ -245,10 +244,9 @@ def record_prompt(client: httpx.Client, served_name: str, prompt: Prompt, set_na
 
 
 def _record_answer(r: _Answer, prompt: Prompt, set_name: str) -> dict:
-    if (400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429)) or r.status_code == 500:
-        # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"), or failed on it
-        # alone (0.22.1 raises that ValueError inside the request: HTTP 500): that *is* its golden output; the diff
-        # compares it with the other version's answer. Proxies' and overload answers (502/503/504, 429) are not.
+    if 400 <= r.status_code < 500 and r.status_code not in (401, 403, 404, 408, 429):
+        # The engine refused this request (e.g. 0.32.0: "n must be 1 when using greedy sampling"): that *is* its
+        # golden output; the diff compares it with the other version's answer.
         try:
             answer = r.json()
             err = (answer.get("error") if isinstance(answer, dict) else None) or {}
@@ -312,18 +310,33 @@ def reported_version(
 
 
 def record_sets(
-    base_url: str, served_name: str, sets: list[PromptSet], *, api_key: str | None = None, timeout: float = 120.0
+    base_url: str,
+    served_name: str,
+    sets: list[PromptSet],
+    *,
+    api_key: str | None = None,
+    timeout: float = 120.0,
+    failed: dict[str, str] | None = None,
 ) -> tuple[dict[str, list[dict]], dict[str, float]]:
+    """failed: when given, a set that fails is left out and its one-line reason put there (the matrix keeps the
+    sets that recorded); without it the first failure raises (a recording is all or nothing)."""
     out: dict[str, list[dict]] = {}
     timing: dict[str, float] = {}
     with make_sync_client(base_url, api_key=api_key, timeout=timeout) as client:
         for s in sets:
             t0 = time.perf_counter()
-            out[s.name] = [record_prompt(client, served_name, p, s.name, wall_s=timeout) for p in s.prompts]
+            try:
+                records = [record_prompt(client, served_name, p, s.name, wall_s=timeout) for p in s.prompts]
+                refused = _refused_everything(s.name, records)
+                if refused:
+                    raise refused
+            except EngineResponseError as exc:
+                if failed is None:
+                    raise
+                failed[s.name] = exc.one_line()
+                continue
+            out[s.name] = records
             timing[s.name] = round(time.perf_counter() - t0, 3)
-            refused = _refused_everything(s.name, out[s.name])
-            if refused:
-                raise refused
     return out, timing
 
 
@@ -419,14 +432,19 @@ def _hardware(engine) -> dict:
     return collect(None, torch_unknown="engine not launched from a python environment (no torch)")
 
 
-def record_with_engine(engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True):
-    """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta)."""
+def record_with_engine(
+    engine, manifest, sets, out: Path | None, *, force: bool = False, write: bool = True, failed=None
+):
+    """Record `sets` from a running, verified engine. Returns (recording dir or None, {set: records}, meta).
+    failed: see record_sets; the recording then holds the sets that recorded (none written when no set did)."""
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
     reported = reported_version(engine.base_url, api_key, profile=manifest.profile)
-    records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key)
+    records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key, failed=failed)
+    if failed is not None and not records:
+        return None, records, None
     meta = build_meta(
         manifest,
-        sets,
+        [s for s in sets if s.name in records],
         identity=getattr(engine, "identity", None),
         engine_version=reported,
         timing=timing,

@@ -7,6 +7,7 @@ expectations. An engine that fails to start or to answer is a finding of the rep
 
 from __future__ import annotations
 
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -65,32 +66,6 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
         }
 
 
-def _record_good_sets(engine: Any, manifest: Manifest, sets: list[PromptSet], rec_dir: Path) -> dict[str, str]:
-    """Record every set; when that fails, find the sets that fail alone and record the others. {set: why} of those
-    left out ("(all sets)" names the first failure)."""
-    from harness.golden.record import record_with_engine
-
-    errors: dict[str, str] = {}
-    try:
-        record_with_engine(engine, manifest, sets, rec_dir, force=True)
-        return errors
-    except HarnessError as exc:
-        errors["(all sets)"] = exc.one_line()
-    good = []
-    for one in sets:
-        try:
-            record_with_engine(engine, manifest, [one], None, write=False)
-            good.append(one)
-        except HarnessError as exc:
-            errors[one.name] = exc.one_line()
-    if good:
-        try:
-            record_with_engine(engine, manifest, good, rec_dir, force=True)
-        except HarnessError as exc:
-            errors["(kept sets)"] = exc.one_line()
-    return errors
-
-
 def _get(base: str, path: str, api_key: str | None) -> httpx.Response | None:
     """One GET; None when the engine does not answer (a finding the comparison reports, not an error)."""
     try:
@@ -134,10 +109,12 @@ def collect_side(
             say(f"[{manifest.name}] ready; recording golden prompt sets")
             t = time.perf_counter()
             rec_dir = out / manifest.name / "golden"
-            if keep_good_sets:
-                side["golden_errors"] = _record_good_sets(engine, manifest, sets, rec_dir)
-            else:
-                record_with_engine(engine, manifest, sets, rec_dir, force=True)
+            failed: dict[str, str] | None = {} if keep_good_sets else None
+            if failed is not None and rec_dir.exists():
+                shutil.rmtree(rec_dir)  # an earlier run's set must not stand in for one that fails now
+            record_with_engine(engine, manifest, sets, rec_dir, force=True, failed=failed)
+            if failed is not None:
+                side["golden_errors"] = failed
             if rec_dir.is_dir():  # none when every set failed
                 side["golden_dir"] = str(rec_dir)
             side["golden_seconds"] = round(time.perf_counter() - t, 2)

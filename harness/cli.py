@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from harness import __version__
 from harness.errors import HarnessError
+from harness.shown import shown, shown_lines
 
 # Each module has register(subparsers); a subcommand's handler takes the parsed args and returns an exit code.
 COMMAND_MODULES = (
@@ -42,12 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:
-        print(f"harness: error: {exc.one_line()}", file=sys.stderr)
+        # An error's text may quote a server, a cell or a log: its control characters are shown escaped.
+        print(f"harness: error: {shown(exc.one_line())}", file=sys.stderr)
         tail = getattr(exc, "log_tail", "")
         if tail:
             print("--- engine log (tail) ---", file=sys.stderr)
-            print(tail.rstrip(), file=sys.stderr)
+            print(shown_lines(tail.rstrip()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `harness conform --list | head`: the reader has gone; say nothing more (stdout is closed) and exit as a
+        # pipe's writer does. stdout is pointed at /dev/null so the interpreter's final flush cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141

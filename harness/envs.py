@@ -292,8 +292,11 @@ def pip_find_links() -> list[str]:
 
 
 def uv_environment() -> dict[str, str]:
-    """The environment uv runs with: the shared cache under $HARNESS_HOME, linked by hardlinks, no pip config."""
+    """The environment uv runs with: the shared cache under $HARNESS_HOME, linked by hardlinks, no pip config, and no
+    uv config either (UV_NO_CONFIG: a uv.toml beside the lock or above it, a pyproject's [tool.uv] or the user's uv
+    config would otherwise choose the index the lock is resolved or installed from)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
+    env["UV_NO_CONFIG"] = "1"
     env["UV_CACHE_DIR"] = str(harness_home() / "uv-cache")
     env["UV_LINK_MODE"] = "hardlink"
     env["UV_NO_PROGRESS"] = "1"
@@ -301,7 +304,18 @@ def uv_environment() -> dict[str, str]:
 
 
 def _install_uv(uv: str, env: EngineEnv, quiet: bool) -> None:
-    cmd = [uv, "pip", "install", "--python", str(env.python), "--require-hashes", "--no-deps", "-r", str(env.lock)]
+    cmd = [
+        uv,
+        "pip",
+        "install",
+        "--no-config",
+        "--python",
+        str(env.python),
+        "--require-hashes",
+        "--no-deps",
+        "-r",
+        str(env.lock),
+    ]
     for fl in pip_find_links():
         cmd += ["--find-links", fl]
     (harness_home() / "uv-cache").mkdir(parents=True, exist_ok=True)

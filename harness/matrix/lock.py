@@ -146,7 +146,7 @@ def lock_release(
     out.parent.mkdir(parents=True, exist_ok=True)
     stem = out.name[: -len(".txt")]
     atomic_write_text(out.parent / f"{stem}.in", "\n".join([requirement, *extra]) + "\n")
-    cmd = [uv, "pip", "compile", f"{stem}.in", "--generate-hashes", "--python-version", python_version]
+    cmd = [uv, "pip", "compile", "--no-config", f"{stem}.in", "--generate-hashes", "--python-version", python_version]
     cmd += ["--python-platform", python_platform]
     if all_overrides:
         atomic_write_text(out.parent / f"{stem}.overrides", "\n".join(all_overrides) + "\n")

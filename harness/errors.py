@@ -30,7 +30,9 @@ class HarnessError(Exception):
     exit_code = 2
 
     def one_line(self) -> str:
-        return str(self).splitlines()[0] if str(self) else type(self).__name__
+        # The first line by "\n" only: str.splitlines() also splits on \r and other controls, which would cut a
+        # quoted server text where it hides its escape (the CLI shows the rest escaped).
+        return str(self).split("\n", 1)[0] if str(self) else type(self).__name__
 
 
 class UsageError(HarnessError):

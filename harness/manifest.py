@@ -15,11 +15,12 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.engines import PROFILES, EngineProfile, profile_for
+from harness.engines.llamacpp_build import PROJECT_NAME, SDIST_FILENAME
 from harness.errors import ManifestError
-from harness.launch.argcheck import refused_arg, refused_env
+from harness.launch.argcheck import refused_arg, refused_env, refused_loader_env
 from harness.net import is_loopback_host
 from harness.readers import read_bytes
-from harness.settings import DEFAULT_MANIFEST, ENV_NAME
+from harness.settings import DEFAULT_MANIFEST, ENV_NAME, harness_home
 from harness.yamlfile import read_yaml_mapping, validate_as
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "is_loopback_host",
     "parse_lock_text",
     "read_lock",
+    "env_dir_name",
 ]
 
 # Used with fullmatch only: `$` also matches before a trailing newline, so "0.11.0\n" would pass with match().
@@ -137,11 +139,33 @@ class SourceRuntime(_Strict):
             raise ValueError(f"must be an exact version like 0.3.36, got {_shown(v)}")
         return v
 
-    @field_validator("subdir", "filename", "package")
+    @field_validator("subdir")
     @classmethod
     def _plain(cls, v: str) -> str:
         if not v or v.startswith("/") or ".." in v.split("/") or "\n" in v:
             raise ValueError(f"must be a plain relative name, got {_shown(v)}")
+        return v
+
+    # pip reads the package as a requirement line: a URL ("name @ http://..."), a marker or an option ("-r f",
+    # "--index-url=...") there would make it fetch from elsewhere than the index.
+    @field_validator("package")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if not PROJECT_NAME.fullmatch(v):
+            raise ValueError(
+                f"must be a plain relative name that is a PyPI project name (letters, digits, '.', '_', '-'; no URL,"
+                f" option or space), got {_shown(v)}"
+            )
+        return v
+
+    @field_validator("filename")
+    @classmethod
+    def _sdist(cls, v: str) -> str:
+        if not SDIST_FILENAME.fullmatch(v):
+            raise ValueError(
+                f"must be a plain relative name: an sdist's file name (letters, digits, '.', '_', '-', '+'; ending"
+                f" in .tar.gz or .zip; no '/', no leading '-'), got {_shown(v)}"
+            )
         return v
 
 
@@ -212,7 +236,11 @@ class ServerSpec(_Strict):
     @field_validator("env")
     @classmethod
     def _no_harness_env(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        problem = refused_env((info.context or {}).get("engine_kind"), v)
+        context = info.context or {}
+        problem = refused_env(context.get("engine_kind"), v)
+        # load_manifest checks LD_PRELOAD itself once the engine's environment directory is known
+        checked = {k: x for k, x in v.items() if k != "LD_PRELOAD"} if context.get("preload_checked_later") else v
+        problem = problem or refused_loader_env(checked, env_dirs=())
         if problem:
             raise ValueError(problem)
         return v
@@ -354,13 +382,35 @@ def read_lock(manifest_path: Path, lock: Path, pinned_sha256: str | None = None)
     return data
 
 
+def env_dir_name(kind: str, version: str, lock_sha256: str, python_version: str) -> str:
+    """The directory name of a python runtime's environment under $HARNESS_HOME/envs/ (the name harness.envs.env_for
+    gives it): the engine, its version and a key of the lock's sha256 and the Python version."""
+    key = hashlib.sha256(f"{lock_sha256}\0{python_version}".encode()).hexdigest()[:16]
+    return f"{kind}-{version}-{key}"
+
+
+def _check_preload(path: Path, m: Manifest, lock: bytes | None) -> None:
+    """server.env's LD_PRELOAD: each entry a system package's file, or a normalised path inside this manifest's own
+    engine environment (a matrix release renders {env_dir} as that directory)."""
+    if "LD_PRELOAD" not in m.server.env:
+        return
+    env_dirs: tuple[str, ...] = ()
+    if m.runtime.python is not None and lock is not None:
+        name = env_dir_name(m.engine.kind, m.engine.version, hashlib.sha256(lock).hexdigest(), m.runtime.python.version)
+        env_dirs = (str(harness_home() / "envs" / name),)
+    problem = refused_loader_env({"LD_PRELOAD": m.server.env["LD_PRELOAD"]}, env_dirs=env_dirs)
+    if problem:
+        raise ManifestError(path, "server.env", problem)
+
+
 def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
     """Load and validate a manifest; every problem is a ManifestError naming the file and the field."""
     p = Path(path)
     raw = read_yaml_mapping(p, "manifest", "engine, runtime, model, server")
     engine = raw.get("engine")
     kind = engine.get("kind") if isinstance(engine, dict) else None
-    m = validate_as(Manifest, raw, p, context={"engine_kind": kind if isinstance(kind, str) else None})
+    context = {"engine_kind": kind if isinstance(kind, str) else None, "preload_checked_later": True}
+    m = validate_as(Manifest, raw, p, context=context)
     m = m.model_copy(update={"path": p.resolve()})
     if m.runtime.docker is not None and m.runtime.docker.digest is None and require_digest:
         raise ManifestError(
@@ -368,8 +418,8 @@ def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
             "runtime.docker.digest",
             "missing: an image is pinned by sha256 digest (run `harness pin` where the image is present)",
         )
-    if m.runtime.python is not None:
-        read_lock(p, m.lock_path, m.runtime.python.lock_sha256)
+    lock = read_lock(p, m.lock_path, m.runtime.python.lock_sha256) if m.runtime.python is not None else None
+    _check_preload(p, m, lock)
     if not m.model_is_reference and not m.resolve(m.model.source).is_dir():
         raise ManifestError(p, "model.source", f"not 'reference-tiny' and not a directory: {_shown(m.model.source)}")
     return m

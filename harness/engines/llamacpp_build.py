@@ -3,9 +3,12 @@
     binary = ensure_llama_server(LLAMA_CPP_SOURCE.sha256)         # fetch (pip download), verify, build once, verify after
 
 Source: llama.cpp is vendored in the `llama-cpp-python` sdist on PyPI (`vendor/llama.cpp`, with `tools/server`); the
-archive is pinned by sha256 (LLAMA_CPP_SOURCE). It is fetched with `pip download --no-deps --no-binary :all:` (pip's own
-index configuration, no other network) into `$HARNESS_HOME/downloads/<sha256>/`, or taken from `archive=`; either way its
-sha256 is checked against the pin before anything is extracted, and a mismatch is refused showing both. Then the
+archive is pinned by sha256 (LLAMA_CPP_SOURCE). It is fetched with `pip download --no-deps --no-binary :all:
+--require-hashes -r <requirement with --hash=sha256:PIN>` (pip's own index configuration, no other network) into
+`$HARNESS_HOME/downloads/<sha256>/`, or taken from `archive=`. pip compares the hash as soon as the file is downloaded,
+before it prepares the sdist's metadata (which runs the archive's build backend): an archive that is not the pinned one
+never runs. Either way its sha256 is checked again against the pin before anything is extracted, and a mismatch is
+refused showing both. Then the
 commit the archive's git metadata records for the subdir (`<top>/.git/modules/<subdir>/HEAD`) must start with the
 pinned commit (the manifest's engine.version): the build stamps the pinned commit into the binary, so this is what
 makes the post-launch identity check (/props build_info) mean something.
@@ -35,6 +38,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -44,10 +48,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, TextIO
 
 from harness.errors import InstallError
 from harness.hashing import file_sha256
 from harness.settings import harness_home
+from harness.shown import shown
 
 __all__ = [
     "SourcePin",
@@ -66,7 +72,16 @@ __all__ = [
     "verify_build",
     "ensure_llama_server",
     "cmake_flags",
+    "PROJECT_NAME",
+    "SDIST_FILENAME",
 ]
+
+# A PyPI project name as a requirement line may hold it (PEP 508: no URL, marker, extra or option), and an sdist's
+# plain file name (no directory, no leading '-'). Used with fullmatch only.
+PROJECT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+SDIST_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:tar\.gz|zip)")
+_EXACT_VERSION = re.compile(r"\d+(?:\.\d+)*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -198,10 +213,44 @@ def verify_archive(path: Path, archive_sha256: str) -> None:
         raise InstallError(f"{path}: sha256 mismatch: pinned {archive_sha256}, found {actual}; refusing to build")
 
 
+def _requirement_line(pin: SourcePin, archive_sha256: str) -> str:
+    """`name==version --hash=sha256:PIN` for pip's --require-hashes, after checking each part is only what it says
+    (a manifest's package could otherwise be a URL or a pip option)."""
+    for what, value, pattern in (
+        ("package", pin.package, PROJECT_NAME),
+        ("version", pin.version, _EXACT_VERSION),
+        ("filename", pin.filename, SDIST_FILENAME),
+        ("sha256", archive_sha256, _SHA256),
+    ):
+        if not (isinstance(value, str) and pattern.fullmatch(value)):
+            raise InstallError(f"source pin {what} {shown(repr(value))[:80]} is not a plain {what}; refusing to fetch")
+    return f"{pin.package}=={pin.version} --hash=sha256:{archive_sha256}\n"
+
+
+def _pip_download_failure(pin: SourcePin, archive_sha256: str, r: subprocess.CompletedProcess[str]) -> InstallError:
+    """One line for a failed `pip download`; pip's output comes from the index's pages and is shown escaped."""
+    output = f"{r.stderr}\n{r.stdout}"
+    if "DO NOT MATCH THE HASHES" in output:
+        got = re.search(r"Got\s+([0-9a-f]{64})", output)
+        found = got.group(1) if got else "another hash"
+        return InstallError(
+            f"{pin.filename} from the package index: sha256 mismatch: pinned {archive_sha256}, found {found};"
+            " refusing to build (pip checked it before running anything of the archive)"
+        )
+    tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+    return InstallError(
+        f"pip download {pin.package}=={pin.version} failed (exit {r.returncode}): {shown(tail[0].strip())[:300]}"
+    )
+
+
 def fetch_archive(
     archive_sha256: str, pin: SourcePin = LLAMA_CPP_SOURCE, home: Path | None = None, progress: Progress = _say
 ) -> Path:
-    """The pinned sdist under $HARNESS_HOME/downloads/<sha256>/, fetched with `pip download` if absent, verified."""
+    """The pinned sdist under $HARNESS_HOME/downloads/<sha256>/, fetched with `pip download` if absent, verified.
+
+    The hash goes to pip as a requirement file in --require-hashes mode: pip then compares it right after the
+    download, before preparing the sdist's metadata, which would run the archive's own build backend."""
+    requirement = _requirement_line(pin, archive_sha256)
     dest = Path(home or harness_home()) / "downloads" / archive_sha256
     path = dest / pin.filename
     if path.is_file():
@@ -210,7 +259,10 @@ def fetch_archive(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{archive_sha256[:12]}.", suffix=".tmp", dir=dest.parent))
     try:
-        progress(f"fetching {pin.package}=={pin.version} (sdist) with pip download")
+        progress(f"fetching {pin.package}=={pin.version} (sdist) with pip download, sha256 checked by pip first")
+        req_file = tmp / "requirement.txt"
+        req_file.write_text(requirement, encoding="ascii")
+        downloaded = tmp / "download"
         cmd = [
             sys.executable,
             "-m",
@@ -219,16 +271,17 @@ def fetch_archive(
             "--no-deps",
             "--no-binary",
             ":all:",
+            "--require-hashes",
             "--disable-pip-version-check",
-            f"{pin.package}=={pin.version}",
+            "-r",
+            str(req_file),
             "-d",
-            str(tmp),
+            str(downloaded),
         ]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        got = tmp / pin.filename
+        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+        got = downloaded / pin.filename
         if r.returncode != 0 or not got.is_file():
-            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise InstallError(f"pip download {pin.package}=={pin.version} failed (exit {r.returncode}): {tail[0]}")
+            raise _pip_download_failure(pin, archive_sha256, r)
         verify_archive(got, archive_sha256)
         dest.mkdir(exist_ok=True)
         os.replace(got, path)
@@ -363,6 +416,41 @@ def _run_logged(cmd: list[str], log, env: dict, progress: Progress, show: Callab
         raise InstallError(f"{what} failed (exit {rc}): {hint.strip()} (log: {log.name})")
 
 
+def _new_log(path: Path) -> TextIO:
+    """A fresh build log at `path`: whatever is there (a stale log, or a symlink or hard link planted to make the
+    build write over another file) is unlinked, never followed or truncated, and the file is created anew."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise InstallError(f"{path}: cannot replace the build log ({exc.strerror}); refusing to build") from None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise InstallError(f"{path}: cannot create the build log ({exc.strerror}); refusing to build") from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def _copy_log(src: Path, dst: Path) -> None:
+    """Copy the build log without following a symlink put in its place meanwhile."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InstallError(f"{src}: cannot read the build log back ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f, open(dst, "xb") as out:
+        shutil.copyfileobj(f, out)
+
+
+def _open_lock(path: Path) -> IO[bytes]:
+    """The build lock file, created if absent; never truncated, and a symlink there is refused, not followed."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise InstallError(f"{path}: cannot open the build lock ({exc.strerror}); refusing to build") from None
+    return os.fdopen(fd, "r+b")
+
+
 def _build_into(
     tmp: Path, archive: Path, pin: SourcePin, inputs: dict, jobs: int, progress: Progress, log_path: Path
 ) -> None:
@@ -374,7 +462,7 @@ def _build_into(
     env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
     env["LC_ALL"] = "C"
     cc, cxx = inputs["cc"]["path"], inputs["cxx"]["path"]
-    with open(log_path, "w", encoding="utf-8") as log:
+    with _new_log(log_path) as log:
         configure = [
             "cmake",
             "-S",
@@ -396,7 +484,7 @@ def _build_into(
     built = build / "bin" / TARGET
     if not built.is_file():
         raise InstallError(f"build finished but {built} is missing (log: {log_path})")
-    shutil.copy2(log_path, tmp / "build.log")
+    _copy_log(log_path, tmp / "build.log")
     (tmp / "bin").mkdir()
     shutil.copy2(built, tmp / "bin" / TARGET)
     os.chmod(tmp / "bin" / TARGET, 0o755)
@@ -457,7 +545,7 @@ def ensure_llama_server(
     key = build_key(inputs)
     final = build_dir(key, home)
     final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{key}.lock", "a+") as lock:
+    with _open_lock(final.parent / f"{key}.lock") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -16,11 +16,14 @@ import time
 
 from harness.errors import LaunchError
 from harness.launch import registry
+from harness.launch.argcheck import code_variable
 from harness.launch.base import Engine, LaunchSpec
 from harness.launch.watchdog import Watchdog
 from harness.procs import process_group, process_start_time, terminate_group
 
 __all__ = ["SubprocessEngine", "engine_command", "engine_environment"]
+
+_INHERITED = frozenset({"PATH", "LD_LIBRARY_PATH"})
 
 _PR_SET_PDEATHSIG = 1
 
@@ -55,7 +58,12 @@ def engine_command(spec: LaunchSpec) -> list[str]:
 def engine_environment(spec: LaunchSpec) -> dict[str, str]:
     p = spec.profile
     dropped = (*p.dropped_env_prefixes, "HF_", "TRANSFORMERS_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    # Nor does the caller's own PYTHONPATH, LD_PRELOAD, ...: they would load unverified code into an engine the harness
+    # calls verified. PATH stays (the engine's scripts need it), and LD_LIBRARY_PATH, the operator's own way to the
+    # host's GPU driver libraries; a manifest or spec can set neither (harness.launch.argcheck.refused_loader_env).
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(dropped) and (k in _INHERITED or not code_variable(k))
+    }
     env.update(spec.manifest.server.env)
     env.update(spec.extra_env)
     # The harness's own settings last, so the manifest cannot undo them.

@@ -337,7 +337,8 @@ def parse_lock_text(text: str) -> dict[str, str]:
         requirement, options = " ".join(tokens[:split]), " ".join(tokens[split:])
         m = _REQUIREMENT.fullmatch(requirement)
         if not m:
-            raise ValueError(f"line {n}: {_shown(requirement)} is not name==exact-version")
+            # the line is never quoted: a lock named by a hostile manifest or spec may be any file (a netrc, a key)
+            raise ValueError(f"line {n}: not name==exact-version with --hash=sha256 options")
         try:
             words = shlex.split(options)
         except ValueError as exc:
@@ -350,7 +351,7 @@ def parse_lock_text(text: str) -> dict[str, str]:
             if not word.startswith("--hash="):
                 raise ValueError(f"line {n}: {m['name']}: option {_shown(word.split('=', 1)[0])} is not --hash")
             if not _LOCK_HASH.fullmatch(word[len("--hash=") :]):
-                raise ValueError(f"line {n}: {m['name']}: {_shown(word)} is not --hash=sha256:<64 hex>")
+                raise ValueError(f"line {n}: {m['name']}: a --hash that is not sha256:<64 hex>")
             hashes.append(word)
         if not hashes:
             raise ValueError(f"line {n}: {m['name']}=={m['version']} has no --hash=sha256:...")

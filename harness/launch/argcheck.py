@@ -159,7 +159,7 @@ def _dpkg_owner(path: str) -> str | None:
     return None
 
 
-def _preload_problem(entry: str, env_dirs: Sequence[str]) -> str | None:
+def _preload_problem(entry: str, env_dirs: Sequence[str], check_system_files: bool = True) -> str | None:
     if not entry.startswith("/") and not any(entry.startswith(d + "/") for d in env_dirs):
         return "not an absolute path"
     if posixpath.normpath(entry) != entry or entry.startswith("//"):  # normpath keeps a leading '//' only
@@ -168,6 +168,8 @@ def _preload_problem(entry: str, env_dirs: Sequence[str]) -> str | None:
         return None  # inside the engine's own (verified) environment
     if any(c in entry for c in "*?[]\\"):
         return "a pattern, not a file"
+    if not check_system_files:
+        return None  # a spec read on one machine runs on another: which package owns it is asked at launch
     try:
         owner = _dpkg_owner(entry)
     except RuntimeError as exc:
@@ -175,17 +177,20 @@ def _preload_problem(entry: str, env_dirs: Sequence[str]) -> str | None:
     return None if owner else "neither a file of a system package (dpkg -S) nor inside the engine's environment"
 
 
-def refused_loader_env(env: Mapping[str, str], *, env_dirs: Sequence[str] = (ENV_DIR_PLACEHOLDER,)) -> str | None:
+def refused_loader_env(
+    env: Mapping[str, str], *, env_dirs: Sequence[str] = (ENV_DIR_PLACEHOLDER,), check_system_files: bool = True
+) -> str | None:
     """Why `env` may not be given to an engine (one line naming the variable), or None when it may: no variable that
     changes what code the engine loads (the loader's LD_*, the interpreter's PYTHON*, BASH_ENV, PATH, ...), except an
     LD_PRELOAD whose every entry is a system package's file or a normalised path under one of `env_dirs` (the
     engine's environment: `{env_dir}` in a matrix spec, the directory itself once it is known; none: system files
-    only)."""
+    only). `check_system_files=False` checks an absolute entry's form only (a spec is read before the machine that
+    runs the release is known; its manifest is checked in full when it is rendered there)."""
     dirs = tuple(d.rstrip("/") for d in env_dirs if d and d.strip("/"))
     for name, value in env.items():
         if name == "LD_PRELOAD":
             for entry in _PRELOAD_SPLIT.split(value):
-                problem = _preload_problem(entry, dirs) if entry else None
+                problem = _preload_problem(entry, dirs, check_system_files) if entry else None
                 if problem:
                     return f"LD_PRELOAD: {entry[:120]!r}: {problem}; refusing to preload it into a verified engine"
             continue

@@ -10,10 +10,13 @@ The observables (what the rows of the matrix are made of):
   wire_keys    {endpoint: [dotted key paths]} of the non-streaming golden responses
   flags        the release's argument surface when a capture is available, else {"captured": false, "reason"}
   golden_diff  the golden diff against the baseline release's recording (counts and per-prompt classes)
+A cell is read once, by `load_cell`, and its whole shape checked there (CELL_SHAPE): what bisect and the pages then
+read is of the type they expect, and a tampered cell is one DataError naming the file and the field.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import HarnessError, IdentityMismatch, InstallError
+from harness.errors import DataError, HarnessError, IdentityMismatch, InstallError
 from harness.outputs import atomic_write_text
 from harness.readers import read_json
 
@@ -32,12 +35,15 @@ __all__ = [
     "CellKey",
     "cell_path",
     "load_cell",
+    "check_cell_shape",
+    "CELL_SHAPE",
     "reuse_decision",
     "run_cell",
     "failed_cell",
     "metric_surface",
     "wire_keys_of",
     "golden_diff_summary",
+    "preload_entries",
 ]
 
 CELL_FORMAT = "harness-matrix-cell/1"
@@ -49,16 +55,126 @@ def cell_path(out: Path, release: str) -> Path:
 
 
 def load_cell(out: Path, release: str) -> dict[str, Any] | None:
-    """The stored cell, or None when there is none; a cell file that is not a cell is a DataError naming it."""
+    """The stored cell, or None when there is none; a cell file that is not a cell, or not of a cell's shape, is a
+    DataError naming the file (and the field)."""
     p = cell_path(out, release)
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         return None
     doc = read_json(p, "matrix cell", max_bytes=32 << 20)
     if not isinstance(doc, dict) or doc.get("format") != CELL_FORMAT or doc.get("release") != release:
-        from harness.errors import DataError
-
         raise DataError(f"{p}: not a matrix cell for release {release} (format {CELL_FORMAT})")
+    check_cell_shape(doc, p)
     return doc
+
+
+def _nullable(*types: str) -> dict[str, Any]:
+    return {"type": [*types, "null"]}
+
+
+def _map_of(value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": ["object", "null"], "additionalProperties": value}
+
+
+def _list_of(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": ["array", "null"], "items": item}
+
+
+def _object(**properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": ["object", "null"], "properties": properties}
+
+
+_STR, _NUM, _INT, _BOOL = _nullable("string"), _nullable("number"), _nullable("integer"), _nullable("boolean")
+# The shape of a cell as the matrix reads it (bisect, the pages, reuse). A field may be missing or null (the readers
+# default it), and is of its type when present; fields not named here are kept and not read.
+CELL_SHAPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "release", "status"],
+    "properties": {
+        "format": {"type": "string"},
+        "release": {"type": "string"},
+        "status": {"type": "string"},
+        "key": _map_of(_STR),
+        "stage": _STR,
+        "reason": _STR,
+        "log_tail": _STR,
+        "log_errors": _list_of({"type": "string"}),
+        "created_at": _STR,
+        "identity": _object(version=_STR),
+        "models": _list_of({}),
+        "install": _object(env=_STR, fresh=_BOOL, installer=_STR, packages=_INT, install_seconds=_NUM),
+        "timings": _map_of(_NUM),
+        "env_preload": _list_of({"type": "string"}),
+        "observables": _object(
+            conformance=_object(
+                available=_BOOL,
+                expectations=_STR,
+                reason=_STR,
+                counts=_map_of(_INT),
+                cases=_map_of(
+                    {"type": "object", "properties": {"verdict": _STR, "behaviours": _list_of({"type": "string"})}}
+                ),
+            ),
+            metrics=_map_of(
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": _STR,
+                        "labels": _list_of({"type": "string"}),
+                        "buckets": _list_of({"type": "string"}),
+                    },
+                }
+            ),
+            wire_keys=_map_of({"type": "array", "items": {"type": "string"}}),
+            flags=_object(captured=_BOOL, source=_STR, reason=_STR, flags=_map_of({"type": "object"})),
+        ),
+        "golden_dir": _STR,
+        "golden_diff": _object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
+        "golden_errors": _map_of({"type": "string"}),
+        "metrics_error": _STR,
+    },
+}
+
+_JSON_TYPES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "null": "null"}  # fmt: skip
+
+
+def _json_type(value: Any) -> str:
+    for name, py in (("null", type(None)), ("boolean", bool), ("integer", int), ("number", float), ("string", str),
+                     ("array", list), ("object", dict)):  # fmt: skip
+        if isinstance(value, py):
+            return _JSON_TYPES[name]
+    return type(value).__name__
+
+
+def _field_path(parts: Any) -> str:
+    """observables.metrics.<family>.buckets; a key from the file is shown escaped and cut short."""
+    from harness.shown import shown
+
+    return ".".join(f"[{p}]" if isinstance(p, int) else shown(p)[:80] for p in parts) or "(top level)"
+
+
+@functools.cache
+def _cell_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(CELL_SHAPE)
+
+
+def check_cell_shape(doc: Any, path: object) -> None:
+    """DataError("<file>: <field>: expected a <type>, got ...") naming one field not of CELL_SHAPE (the first by its
+    path, so the same file always gives the same line)."""
+    errors = sorted(_cell_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    if not errors:
+        return
+    e = errors[0]
+    where = _field_path(e.absolute_path)
+    if e.validator == "required":
+        missing = next((f for f in e.validator_value if isinstance(doc, dict) and f not in doc), "?")
+        raise DataError(f"{path}: {missing}: missing (a matrix cell names its format, release and status)")
+    wanted = [t for t in ([e.validator_value] if isinstance(e.validator_value, str) else e.validator_value)
+              if t != "null"]  # fmt: skip
+    expected = " or ".join(_JSON_TYPES.get(t, t) for t in wanted)
+    raise DataError(f"{path}: {where}: expected {expected}, got {_json_type(e.instance)}")
 
 
 def make_key(lock_sha256: str | None, model_sha256: str, config_sha256: str | None = None) -> CellKey:
@@ -222,6 +338,17 @@ def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) ->
     }
 
 
+def preload_entries(manifest: Any, env_dir: Path) -> list[str] | None:
+    """The LD_PRELOAD entries of the release's server env as the spec writes them: the environment's own path put
+    back as {env_dir} (render_manifest filled it in), so no machine path enters a cell. None when nothing is
+    preloaded."""
+    server = getattr(manifest, "server", None)
+    value = (getattr(server, "env", None) or {}).get("LD_PRELOAD")
+    if not value:
+        return None
+    return [entry.replace(str(env_dir), "{env_dir}") for entry in re.split(r"[\s:]+", value) if entry]
+
+
 def run_cell(
     release: str,
     manifest: Any,
@@ -244,13 +371,16 @@ def run_cell(
     work = Path(out) / "work" / release
     env = env_for(manifest)
     fresh = not env.marker.is_file()
+    # which libraries the engine ran with (a release whose CPU worker needs tcmalloc and libiomp preloaded)
+    preload = preload_entries(manifest, env.path)
+    named: dict[str, Any] = {"env_preload": preload} if preload else {}
     try:
         t = time.perf_counter()
         ensure_env(manifest)
         timings["install_s"] = round(time.perf_counter() - t, 1)
     except (HarnessError, OSError) as exc:
         msg = exc.one_line() if isinstance(exc, HarnessError) else str(exc)
-        return failed_cell(release, key, "install", msg, str(exc), timings=timings)
+        return failed_cell(release, key, "install", msg, str(exc), timings=timings, **named)
     marker = json.loads(env.marker.read_text())
     install = {
         "env": env.path.name,
@@ -272,7 +402,7 @@ def run_cell(
         log = work / manifest.name / "run" / "engine.log"
         tail = str(side.get("log_tail") or "") or _log_tail(log)
         return failed_cell(
-            release, key, stage, err, tail, timings=timings, install=install, log_errors=log_findings(log)
+            release, key, stage, err, tail, timings=timings, install=install, log_errors=log_findings(log), **named
         )
     observables: dict[str, Any] = {}
     conf = side.get("conformance") or {}
@@ -312,6 +442,7 @@ def run_cell(
         "identity": identity,
         "models": side.get("models"),
         "install": install,
+        **named,
         "timings": timings,
         "observables": observables,
         "golden_dir": f"golden/{release}",

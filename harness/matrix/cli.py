@@ -58,6 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("--to", help="default: the spec's last release")
     p.add_argument("--dir", help="matrix directory holding the cells (default: the spec's results/ beside it)")
     p.add_argument("--json", dest="json_out", help="write the answer as JSON")
+    p.add_argument("--force", action="store_true", help="replace an existing --json file")
     p.add_argument("--no-run", action="store_true", help="answer from existing cells only; never launch")
     p.set_defaults(func=cmd_bisect)
 
@@ -89,41 +90,57 @@ def _gb(n: int | None) -> str:
 
 def cmd_envs_list(args: argparse.Namespace) -> int:
     from harness.envs import list_envs
+    from harness.shown import shown
 
     envs = list_envs()
     if args.json:
         print(json.dumps(envs, indent=2))
         return 0
-    for e in envs:
+    ours = [e for e in envs if e["harness"]]
+    for e in envs:  # names and marker fields come from the disk, so a hostile one is shown escaped
+        if not e["harness"]:
+            print(f"{shown(e['name']):<40} {'-':>8}  {shown(e['note'])}")
+            continue
         state = "in use" if e["in_use"] else ("complete" if e["complete"] else "INCOMPLETE")
-        print(
-            f"{e['name']:<40} {_gb(e['bytes']):>8}  {state:<10} {e['installer'] or '-':<12} {e['installed_at'] or '-'}"
-        )
-    print(f"{len(envs)} environment(s), {_gb(sum(e['bytes'] or 0 for e in envs))} (hardlinked files counted per env)")
+        fields = f"{shown(e['installer'] or '-'):<12} {shown(e['installed_at'] or '-')}"
+        if e["marker_problem"]:
+            state, fields = "UNREADABLE", shown(e["note"])
+        print(f"{shown(e['name']):<40} {_gb(e['bytes']):>8}  {state:<10} {fields}")
+    print(f"{len(ours)} environment(s), {_gb(sum(e['bytes'] or 0 for e in ours))} (hardlinked files counted per env)")
     return 0
 
 
 def cmd_envs_gc(args: argparse.Namespace) -> int:
     from harness.envs import gc_envs
+    from harness.shown import shown
 
     if args.keep < 0:
         raise UsageError(f"--keep must be 0 or more, got {args.keep}")
     deleted, kept = gc_envs(args.keep, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
+    kept_verb = "would keep" if args.dry_run else "kept"
     for e in deleted:
-        print(f"{verb} {e['name']} ({_gb(e['bytes'])})")
+        print(f"{verb} {shown(e['name'])} ({_gb(e['bytes'])})")
     for e in kept:
-        why = "in use" if e["in_use"] else e.get("note", "kept")
-        print(f"kept {e['name']} ({why})")
+        why = "in use" if e["in_use"] else (e.get("note") or "among the --keep most recently used")
+        print(f"{kept_verb} {shown(e['name'])} ({shown(why)})")
     return 0
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from harness.matrix.render import load_cells
     from harness.matrix.run import run_matrix
     from harness.matrix.spec import load_spec, select_releases
 
-    spec = load_spec(args.spec)
+    if args.releases is not None and not args.releases.replace(",", "").strip():
+        # an empty CI variable or a stray comma: never "every release", never "none" (which rewrote the pages)
+        raise UsageError(f"--releases: {args.releases!r} names no release; give A..B or A,B,C, or leave it out for all")
+    spec = load_spec(args.spec, out=args.out)  # a lock may also lie in the matrix directory (DIR/locks)
     releases = select_releases(spec, args.releases)
+    if not releases:
+        raise UsageError(f"--releases: {args.releases!r} selects no release of {args.spec}")
+    # every cell in DIR is rendered into the pages: a malformed one is a DataError (exit 2) before any cell runs
+    load_cells(spec, Path(args.out))
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     kw: dict[str, Any] = {}
     if args.keep_envs is not None:
@@ -165,6 +182,20 @@ def _observable(args: argparse.Namespace) -> tuple[str, str]:
     raise UsageError("one of --case, --metric, --wire-key, --flag is required")
 
 
+def _bisect_inputs(spec: Any, out: Path) -> list[Path]:
+    """What bisect reads, or writes as it runs a cell: the spec, the template, every release's cell and lock (with
+    the lock's inputs), never a place for --json."""
+    from harness.matrix.cell import cell_path
+    from harness.matrix.run import lock_for
+
+    paths = [Path(spec.path), spec.resolve(spec.template)]
+    for v in spec.versions:
+        lock = lock_for(spec, v, out)
+        stem = lock.name.removesuffix(".txt")
+        paths += [cell_path(out, v), lock, lock.with_name(f"{stem}.in"), lock.with_name(f"{stem}.overrides")]
+    return paths
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     from harness.matrix.bisect import search
     from harness.matrix.cell import load_cell
@@ -184,7 +215,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if vs.index(a) >= vs.index(b):
         raise UsageError(f"--from {a} must come before --to {b}")
     out = Path(args.dir) if args.dir else spec.resolve("results")
-    json_out = output_file(args.json_out, force=True, inputs=[spec.path], what="--json") if args.json_out else None
+    json_out = (
+        output_file(args.json_out, force=args.force, inputs=_bisect_inputs(spec, out), what="--json")
+        if args.json_out
+        else None
+    )
     rng = vs[vs.index(a) : vs.index(b) + 1]
     cells: dict[str, dict[str, Any]] = {}
     known = {}

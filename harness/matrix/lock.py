@@ -5,11 +5,17 @@ carry. Such a pin is read from the wheel's own METADATA (fetched with `pip downl
 configuration); it is kept when a find-links directory holds that exact build, and otherwise overridden with the public
 version (`dep==2.11.0`), the way the pinned locks were made by hand. The inputs are written beside the lock
 (`<stem>.in`, `<stem>.overrides`) so it can be made again with the command in its header.
+
+uv resolves in a temporary directory beside the lock; the lock and its inputs are moved into place only once uv has
+written a lock the harness can read, so a failed lock leaves every existing file as it was. Existing files are replaced
+only with force. A lock's content is never quoted in a message (it may be any file): problems name the line.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,11 +25,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import InstallError, UsageError
-from harness.manifest import parse_lock_text
+from harness.errors import HarnessError, InstallError, OutputError, UsageError
+from harness.manifest import LOCK_MAX_BYTES, parse_lock_text
 from harness.outputs import atomic_write_text
+from harness.readers import read_text
+from harness.shown import shown, strip_ansi
 
-__all__ = ["LockResult", "lock_release", "local_pin_overrides", "parse_requirement", "DEFAULT_PLATFORM"]
+__all__ = [
+    "LockResult",
+    "lock_release",
+    "local_pin_overrides",
+    "parse_requirement",
+    "requirement_problem",
+    "lock_text_problem",
+    "check_lock_file",
+    "DEFAULT_PLATFORM",
+]
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 _REQ = re.compile(r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)==(?P<version>[0-9][0-9A-Za-z.+!]{0,40})")
@@ -33,8 +50,50 @@ _PIN = re.compile(
 )
 
 
+# An `extra`/`overrides` entry: a name, optional extras and version specifiers, nothing else (no URL, no `@`, no
+# `-e`/option, no marker, no whitespace but spaces): it is written as one line of a requirements file uv reads.
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?"
+_SPECIFIER = r"(?:===|==|!=|<=|>=|~=|<|>) *[0-9A-Za-z][0-9A-Za-z.*+!_-]{0,60}"
+_PLAIN = re.compile(rf"(?P<name>{_NAME}) *(?:\[ *{_NAME}(?: *, *{_NAME})* *\])? *{_SPECIFIER}(?: *, *{_SPECIFIER})*")
+
+
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_problem(text: object) -> str | None:
+    """Why `text` is not a plain requirement (`name==1.0`, `name[x]>=1,<2`) for `extra`/`overrides`, or None."""
+    if not isinstance(text, str):
+        return f"must be a string like name==1.0, got {type(text).__name__}"
+    if len(text) > 200:
+        return "a requirement of at most 200 characters"
+    if not _PLAIN.fullmatch(text):
+        return f"not a plain requirement name==version (no URL, '@', option or marker): {shown(text[:80])!r}"
+    return None
+
+
+def _requirement_name(text: str) -> str:
+    m = _PLAIN.fullmatch(text)
+    return _norm(m.group("name") if m else text)
+
+
+def lock_text_problem(text: str) -> str | None:
+    """Why `text` is not a hashed lock, naming the line but never quoting it (the file may hold anything), or None."""
+    try:
+        parse_lock_text(text)
+    except ValueError as exc:
+        line = re.match(r"line (\d+):", str(exc))
+        if line is None:
+            return "no name==version requirements" if "no name==version" in str(exc) else "not a hashed lock"
+        return f"line {line.group(1)} is not an exact, hashed pin (name==version --hash=sha256:...)"
+    return None
+
+
+def check_lock_file(path: Path, error: type[HarnessError] = InstallError) -> None:
+    """Refuse (as `error`) a lock that is not a bounded regular text file holding only hashed pins."""
+    problem = lock_text_problem(read_text(path, "lock", max_bytes=LOCK_MAX_BYTES, error=error))
+    if problem:
+        raise error(f"{path}: {problem}")
 
 
 def parse_requirement(text: str) -> tuple[str, str]:
@@ -98,8 +157,8 @@ def _wheel_metadata(requirement: str, say: Callable[[str], None]) -> str:
         proc = subprocess.run([*cmd, requirement], capture_output=True, text=True, timeout=600)
         wheels = sorted(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise InstallError(f"cannot fetch the wheel of {requirement}: " + " | ".join(tail))
+            tail = strip_ansi(proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise InstallError(f"cannot fetch the wheel of {requirement}: " + shown(" | ".join(tail))[:1000])
         say(f"lock: read the pins of {wheels[0].name}")
         with zipfile.ZipFile(wheels[0]) as z:
             names = [n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
@@ -122,49 +181,118 @@ def lock_release(
     force: bool = False,
     say: Callable[[str], None] = print,
 ) -> LockResult:
-    """Write `out` (and its .in/.overrides inputs beside it). Refuses to replace an existing lock without force."""
+    """Write `out` and its inputs beside it (.in, .overrides). Refuses to replace any of them without force, and
+    leaves them all as they were when the lock fails."""
     from harness.envs import find_uv, pip_find_links, uv_environment
 
     parse_requirement(requirement)
     for o in [*overrides, *extra]:
-        parse_requirement(o)
+        problem = requirement_problem(o)
+        if problem:
+            raise UsageError(f"--override/--extra: {problem}")
     out = Path(out)
     if out.suffix != ".txt":
         raise UsageError(f"{out}: a lock file's name ends in .txt")
-    if out.exists() and not force:
-        raise UsageError(f"{out}: a lock is already there; pass --force to replace it")
+    stem = out.name[: -len(".txt")]
+    inputs, overrides_file = out.with_name(f"{stem}.in"), out.with_name(f"{stem}.overrides")
+    _refuse_existing(out, inputs, overrides_file, force=force)
     uv = find_uv()
     if uv is None:
         raise InstallError("uv is not installed (pip install uv, or the project's test extra)")
-    links = list(pip_find_links() if find_links is None else find_links)
+    links = [_absolute_link(fl) for fl in (pip_find_links() if find_links is None else find_links)]
     all_overrides = list(overrides)
     kept: list[str] = []
     if auto_overrides:
         auto, kept = local_pin_overrides(_wheel_metadata(requirement, say), links)
-        named = {_norm(o.split("==")[0]) for o in all_overrides}
-        all_overrides += [o for o in auto if _norm(o.split("==")[0]) not in named]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stem = out.name[: -len(".txt")]
-    atomic_write_text(out.parent / f"{stem}.in", "\n".join([requirement, *extra]) + "\n")
+        named = {_requirement_name(o) for o in all_overrides}
+        all_overrides += [o for o in auto if _requirement_name(o) not in named]
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{stem}.lock-", dir=out.parent))
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot create a working directory beside it: {exc.strerror}") from None
+    try:
+        atomic_write_text(work / inputs.name, "\n".join([requirement, *extra]) + "\n")
+        if all_overrides:
+            atomic_write_text(work / overrides_file.name, "\n".join(all_overrides) + "\n")
+        cmd = _uv_command(uv, stem, bool(all_overrides), links, no_emit, python_version, python_platform)
+        say(f"lock: {' '.join(['uv', *cmd[1:]])}")
+        seconds = _compile(cmd, work, requirement, uv_environment())
+        text = read_text(work / out.name, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
+        problem = lock_text_problem(text)
+        if problem:
+            raise InstallError(f"{out}: uv wrote a lock the harness cannot read: {problem}")
+        _move_into_place(work, out, inputs, overrides_file, bool(all_overrides))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return LockResult(out, requirement, len(parse_lock_text(text)), seconds, all_overrides, kept, cmd)
+
+
+def _refuse_existing(*paths: Path, force: bool) -> None:
+    """The lock and its inputs are replaced only with force, and never when one is not a regular file."""
+    for p in paths:
+        if not (p.exists() or p.is_symlink()):
+            continue
+        if not force:
+            raise UsageError(f"{p}: a lock or lock input is already there; pass --force to replace it")
+        if p.is_dir() or not (p.is_file() or p.is_symlink()):
+            raise OutputError(f"{p}: not a regular file; refusing to replace it")
+
+
+def _absolute_link(link: str) -> str:
+    """A find-links directory given relative to the working directory, made absolute (uv runs elsewhere)."""
+    return link if "://" in link else str(Path(link).absolute())
+
+
+def _uv_command(uv: str, stem: str, has_overrides: bool, links: Sequence[str], no_emit: Sequence[str],
+                python_version: str, python_platform: str) -> list[str]:  # fmt: skip
+    """The compile command, over names relative to its working directory (so its header names no temporary path)."""
     cmd = [uv, "pip", "compile", "--no-config", f"{stem}.in", "--generate-hashes", "--python-version", python_version]
     cmd += ["--python-platform", python_platform]
-    if all_overrides:
-        atomic_write_text(out.parent / f"{stem}.overrides", "\n".join(all_overrides) + "\n")
+    if has_overrides:
         cmd += ["--override", f"{stem}.overrides"]
     for fl in links:
         cmd += ["--find-links", fl]
     for pkg in no_emit:
         cmd += ["--no-emit-package", pkg]
-    cmd += ["-o", out.name]
-    say(f"lock: {' '.join(['uv', *cmd[1:]])}")
+    return [*cmd, "-o", f"{stem}.txt"]
+
+
+def _compile(cmd: list[str], work: Path, requirement: str, env: dict[str, str]) -> float:
+    """Run uv in `work`; its seconds, or InstallError whose first line carries uv's reason."""
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=out.parent, capture_output=True, text=True, env=uv_environment(), timeout=900)
-    seconds = round(time.monotonic() - t0, 1)
-    if proc.returncode != 0:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-8:]
-        raise InstallError(f"uv pip compile failed for {requirement}:\n" + "\n".join(tail))
     try:
-        pins = parse_lock_text(out.read_text())
-    except ValueError as exc:
-        raise InstallError(f"{out}: uv wrote a lock the harness cannot read: {exc}") from None
-    return LockResult(out, requirement, len(pins), seconds, all_overrides, kept, cmd)
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"uv pip compile for {requirement}: no answer in 900 s") from None
+    if proc.returncode != 0:
+        reason, tail = _uv_failure(proc.stderr or proc.stdout or "")
+        raise InstallError(f"uv pip compile failed for {requirement}: {reason}\n{tail}")
+    return round(time.monotonic() - t0, 1)
+
+
+def _uv_failure(output: str) -> tuple[str, str]:
+    """(one line: uv's `error:` line and its last cause, escaped; the last lines of its output, escaped). uv prints
+    the error first and the innermost cause last ("cause: Because six was not found ... unsatisfiable")."""
+    lines = [ln.strip().lstrip("×╰─▶│ ").strip() for ln in strip_ansi(output).splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return "uv said nothing (exit status only)", ""
+    error = next((ln for ln in lines if ln.startswith("error:")), lines[0])
+    last = lines[-1].removeprefix("cause:").strip()
+    reason = error if last in error else f"{error.rstrip(':')}: {last}"
+    return shown(reason)[:500], "\n".join(shown(ln) for ln in lines[-8:])
+
+
+def _move_into_place(work: Path, out: Path, inputs: Path, overrides_file: Path, has_overrides: bool) -> None:
+    """The lock first, then its inputs: stopped in between, a new lock beside old inputs reads as stale (and is locked
+    again), never an old lock beside new inputs as fresh."""
+    try:
+        os.replace(work / out.name, out)
+        os.replace(work / inputs.name, inputs)
+        if has_overrides:
+            os.replace(work / overrides_file.name, overrides_file)
+        elif overrides_file.is_file() or overrides_file.is_symlink():
+            overrides_file.unlink()  # the new lock has none: an old file would claim overrides it does not hold
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot move the new lock into place: {exc.strerror or exc}") from None

@@ -25,6 +25,10 @@ def _obs(cell: dict[str, Any] | None) -> dict[str, Any] | None:
     return o if isinstance(o, dict) else None
 
 
+def _key_paths(keys: Any) -> set[str]:
+    return {k for k in keys if isinstance(k, str)} if isinstance(keys, list) else set()
+
+
 def observe(cell: dict[str, Any] | None, kind: str, ident: str) -> tuple[bool, Any]:
     o = _obs(cell)
     if o is None:
@@ -46,10 +50,12 @@ def observe(cell: dict[str, Any] | None, kind: str, ident: str) -> tuple[bool, A
             return False, None
         if (cell or {}).get("golden_errors"):
             return False, None  # a golden set failed: the key may be in its responses (unknown, never "absent")
+        # exact membership of a list of key paths: a string of keys (a tampered cell) would match any substring
+        lists = {e: _key_paths(keys) for e, keys in wire.items() if isinstance(keys, list)}
         ep, sep, path = ident.partition(":")
         if sep:
-            return (True, path in wire[ep]) if ep in wire else (False, None)
-        return True, sorted(e for e, keys in wire.items() if ident in keys) or ABSENT
+            return (True, path in lists[ep]) if ep in lists else (False, None)
+        return True, sorted(e for e, keys in lists.items() if ident in keys) or ABSENT
     if kind == "flag":
         flags = o.get("flags") or {}
         if not flags.get("captured"):
@@ -119,7 +125,7 @@ def row_ids(cells: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
         ids["case"].update(((o.get("conformance") or {}).get("cases") or {}).keys())
         ids["metric"].update((o.get("metrics") or {}).keys())
         for ep, keys in (o.get("wire_keys") or {}).items():
-            ids["wire-key"].update(f"{ep}:{k}" for k in keys)
+            ids["wire-key"].update(f"{ep}:{k}" for k in _key_paths(keys))
         flags = o.get("flags") or {}
         if flags.get("captured"):
             ids["flag"].update((flags.get("flags") or {}).keys())

@@ -13,6 +13,7 @@ from harness.matrix.cell import load_cell
 from harness.matrix.observe import KINDS, rows
 from harness.matrix.spec import MatrixSpec
 from harness.outputs import atomic_write_text
+from harness.shown import md_code, md_text
 
 __all__ = ["MATRIX_FORMAT", "matrix_document", "render_markdown", "render_html", "write_pages", "load_cells"]
 
@@ -73,19 +74,17 @@ def matrix_document(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> dict[
     }
 
 
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-
-
 def render_markdown(doc: dict[str, Any]) -> str:
+    """Every text from a cell (a server's reason, a log line, a version, an id) goes through md_text, or md_code in a
+    code span: one line, Markdown inert, so a reason cannot become a remote image or a link where the page is shown."""
     cols = [c["release"] for c in doc["releases"]]
-    out = [f"# Compatibility matrix: {_md(doc['spec'])}", ""]
+    out = [f"# Compatibility matrix: {md_text(doc['spec'])}", ""]
     out.append(
-        f"Baseline {_md(doc['baseline'])}; conformance under `{_md(doc['expectations'])}`; "
+        f"Baseline {md_text(doc['baseline'])}; conformance under `{md_code(doc['expectations'])}`; "
         f"{len(cols)} release(s) with a cell, {doc['changed_rows']} of {len(doc['rows'])} rows change."
     )
     if doc["not_run"]:
-        out.append(f"Not run: {', '.join(_md(v) for v in doc['not_run'])}.")
+        out.append(f"Not run: {', '.join(md_text(v) for v in doc['not_run'])}.")
     out += ["", "## Releases", "", "| release | status | reported | ready s | cell s | install | golden vs baseline |"]
     out.append("|---|---|---|---|---|---|---|")
     for c in doc["releases"]:
@@ -99,23 +98,24 @@ def render_markdown(doc: dict[str, Any]) -> str:
             gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
         inst = f"{c.get('installer') or '?'} {t.get('install_s', '?')} s"
         out.append(
-            f"| {_md(c['release'])} | {_md(status)} | {_md(c.get('reported_version') or '-')} | "
-            f"{_md(t.get('ready_s', '-'))} | {_md(t.get('cell_s', '-'))} | {_md(inst)} | {_md(gold or '-')} |"
+            f"| {md_text(c['release'])} | {md_text(status)} | {md_text(c.get('reported_version') or '-')} | "
+            f"{md_text(t.get('ready_s', '-'))} | {md_text(t.get('cell_s', '-'))} | {md_text(inst)} | "
+            f"{md_text(gold or '-')} |"
         )
     if doc.get("flags"):
-        out += ["", f"Flags: {_md(doc['flags'])}."]
+        out += ["", f"Flags: {md_text(doc['flags'])}."]
     for kind in KINDS:
         krows = [r for r in doc["rows"] if r["kind"] == kind]
         if not krows:
             continue
         changed = sum(1 for r in krows if r["first_changed"])
         out += ["", f"## {KIND_TITLES[kind]} ({len(krows)}, {changed} changed)", ""]
-        out.append("| " + " | ".join(["id", "first changed", "as now since", *map(_md, cols)]) + " |")
+        out.append("| " + " | ".join(["id", "first changed", "as now since", *map(md_text, cols)]) + " |")
         out.append("|" + "---|" * (len(cols) + 3))
         for r in sorted(krows, key=lambda r: (r["first_changed"] is None, r["id"])):
-            vals = [_md(r["values"].get(v) if r["values"].get(v) is not None else "?") for v in cols]
+            vals = [md_text(r["values"].get(v) if r["values"].get(v) is not None else "?") for v in cols]
             out.append(
-                f"| `{_md(r['id'])}` | {_md(r['first_changed'] or '-')} | {_md(r.get('since') or '-')} | "
+                f"| `{md_code(r['id'])}` | {md_text(r['first_changed'] or '-')} | {md_text(r.get('since') or '-')} | "
                 + " | ".join(vals)
                 + " |"
             )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, RefusedError
+from harness.errors import DataError, HarnessError, RefusedError
 from harness.matrix.cell import (
     attach_golden_diff,
     failed_cell,
@@ -20,8 +20,18 @@ from harness.matrix.cell import (
     write_cell,
 )
 from harness.matrix.spec import MatrixSpec, render_manifest
+from harness.progress import progress
 
-__all__ = ["ensure_cell", "run_matrix", "lock_for", "config_sha256", "suite_sha256", "stale_lock", "CellRunner"]
+__all__ = [
+    "ensure_cell",
+    "run_matrix",
+    "lock_for",
+    "config_sha256",
+    "suite_sha256",
+    "stale_lock",
+    "refuse_linked_lock_files",
+    "CellRunner",
+]
 
 CellRunner = Callable[..., dict[str, Any]]
 
@@ -77,19 +87,54 @@ def config_sha256(spec: MatrixSpec, release: str, suite: str | None = None) -> s
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
+def _lock_files(lock: Path) -> tuple[Path, Path]:
+    stem = lock.name[: -len(".txt")]
+    return lock.parent / f"{stem}.in", lock.parent / f"{stem}.overrides"
+
+
+def refuse_linked_lock_files(lock: Path) -> None:
+    """DIR/locks/ is the matrix's own: its directory, a lock and the lock's inputs are refused (DataError) when they
+    are a symlink or not a regular file, so no file elsewhere is read, hashed or shown through them."""
+    for path in (lock.parent, lock, *_lock_files(lock)):
+        if path.is_symlink():
+            raise DataError(f"{path}: a symlink in the matrix's locks; refusing to follow it (remove it to lock again)")
+        regular = path.is_dir() if path == lock.parent else path.is_file()
+        if path.exists() and not regular:
+            raise DataError(f"{path}: not a regular {'directory' if path == lock.parent else 'file'}; refusing it")
+
+
+def _input_lines(path: Path) -> list[str] | None:
+    """The non-blank lines of a lock input (bounded read), or None when there is none."""
+    from harness.readers import read_text
+
+    if not path.exists():
+        return None
+    text = read_text(path, "lock input", max_bytes=1 << 20, error=DataError)
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _digest(lines: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
 def stale_lock(spec: MatrixSpec, release: str, lock: Path) -> str | None:
     """Why a lock the matrix made (DIR/locks/) no longer fits the spec, or None: its `.in` must list the requirement
     and the release's extra requirements, and its `.overrides` hold every override the spec names. A committed lock
-    is the spec's own choice and never stale."""
+    is the spec's own choice and never stale. The inputs are named by a short hash, never quoted: a file found there
+    may hold anything."""
     if not lock.is_file() or spec.committed_lock(release) is not None:
         return None
-    stem = lock.name[: -len(".txt")]
-    inputs, overrides = lock.parent / f"{stem}.in", lock.parent / f"{stem}.overrides"
+    refuse_linked_lock_files(lock)
+    inputs, overrides = _lock_files(lock)
     want = [spec.requirement_for(release), *spec.setting(release, "extra")]
-    have = inputs.read_text().split() if inputs.is_file() else []
+    have = _input_lines(inputs)
+    if have is None:
+        return f"no inputs file {inputs.name}; the spec asks for {' '.join(want)}"
     if have != want:
-        return f"locked for {' '.join(have) or '(no inputs file)'}, the spec asks for {' '.join(want)}"
-    held = set(overrides.read_text().split()) if overrides.is_file() else set()
+        return f"{inputs.name} (sha256 {_digest(have)}...) differs from what the spec asks for: {' '.join(want)}"
+    held = set(_input_lines(overrides) or [])
     missing = [o for o in spec.setting(release, "overrides") if o not in held]
     return f"override {missing[0]} not applied" if missing else None
 
@@ -106,17 +151,21 @@ def ensure_cell(
 ) -> tuple[dict[str, Any], str]:
     """(cell, action) where action is "reused" or "ran"; writes DIR/cells/<release>.json when it ran."""
     from harness.envs import lock_sha256
-    from harness.matrix.lock import lock_release
+    from harness.matrix.lock import check_lock_file, lock_release
 
     out = Path(out)
     lock = lock_for(spec, release, out)
+    made_here = spec.committed_lock(release) is None
+    if made_here:
+        refuse_linked_lock_files(lock)
     stale = stale_lock(spec, release, lock)
-    if stale:  # made for other inputs than the spec names now: made again, never reused
+    if stale:  # made for other inputs than the spec names now: made again (it stays until the new one is there)
         say(f"[{release}] lock {lock.name} is stale ({stale}); locking again")
-        lock.unlink()
+    elif lock.is_file():  # never quoted when it holds anything else: it may be any file
+        check_lock_file(lock, DataError)
     model = _model_sha256(spec)
     config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
-    key = make_key(lock_sha256(lock) if lock.is_file() else None, model, config)
+    key = make_key(lock_sha256(lock) if lock.is_file() and not stale else None, model, config)
     cell = load_cell(out, release)
     reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
     if reuse and cell is not None:
@@ -128,7 +177,7 @@ def ensure_cell(
         return cell, "reused"
     say(f"[{release}] running: {why}")
     lock_s = None
-    if not lock.is_file():
+    if stale or not lock.is_file():
         t = time.perf_counter()
         try:
             lock_release(
@@ -139,10 +188,12 @@ def ensure_cell(
                 extra=spec.setting(release, "extra"),
                 python_version=spec.python,
                 python_platform=spec.python_platform,
+                force=True,  # DIR/locks/ is the matrix's own; a failed lock leaves the old one there
                 say=say,
             )
         except HarnessError as exc:
-            cell = failed_cell(release, key, "lock", exc.one_line(), str(exc))
+            kept = f" (the stale lock {lock.name} is left as it was)" if stale else ""
+            cell = failed_cell(release, key, "lock", exc.one_line() + kept, str(exc))
             write_cell(out, cell)
             return cell, "ran"
         lock_s = round(time.perf_counter() - t, 1)
@@ -227,10 +278,12 @@ def run_matrix(
     t0 = time.perf_counter()
     # engines this process had running before the matrix (a test session's, a caller's) are not the cells' leftovers
     running_before = set(_leftovers())
-    for release in order:
-        _cell, actions[release] = ensure_cell(
-            spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, runner=runner, say=say
-        )
+    for n, release in enumerate(order, start=1):
+        # a cell takes minutes (lock, install, launch, collect): its stage and elapsed time are shown meanwhile
+        with progress(f"[{release}] cell {n} of {len(order)}", say=say) as stage:
+            _cell, actions[release] = ensure_cell(
+                spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, runner=runner, say=stage.say
+            )
         left = [run_id for run_id in _leftovers() if run_id not in running_before]
         if left:
             raise RefusedError(f"engines still registered after the cell of {release}: {', '.join(left)}")

@@ -4,6 +4,11 @@ release's manifest from the template.
 Every problem is one ManifestError naming the file and the field. Releases are exact versions (`X.Y.Z`, optionally
 `.postN`), unique, in ascending order; the baseline is one of them. A release may name a committed lock (relative to
 the spec); otherwise `harness matrix` locks it into DIR/locks/ (once: a lock there is reused, never re-resolved).
+
+Everything a spec could turn against the machine is refused when it is read, before any lock: a committed lock must
+lie (symlinks resolved) under the spec's directory, the harness's own manifests/locks/ or the matrix directory, and
+hold only hashed pins (a problem names the line, never its text); `overrides`/`extra` are plain requirements (no URL,
+`@`, option or marker); `env` sets no variable the engine's profile forbids.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harness.errors import ManifestError, UsageError
 from harness.manifest import Manifest, load_manifest
+from harness.matrix.lock import lock_text_problem, requirement_problem
 from harness.outputs import atomic_write_text
 from harness.readers import read_yaml
 from harness.yamlfile import read_yaml_mapping, validate_as
@@ -63,6 +69,14 @@ def _env(v: dict[str, str] | None) -> dict[str, str] | None:
     return v
 
 
+def _requirements(v: list[str] | None) -> list[str] | None:
+    for entry in v or []:
+        problem = requirement_problem(entry)
+        if problem:
+            raise ValueError(problem)
+    return v
+
+
 class Defaults(_Strict):
     platform_plugin: bool = False
     startup_timeout_s: float = Field(default=600.0, gt=0, le=7200)
@@ -72,6 +86,7 @@ class Defaults(_Strict):
     env: dict[str, str] = Field(default_factory=dict, max_length=20)
 
     _e = field_validator("env")(classmethod(lambda cls, v: _env(v)))
+    _r = field_validator("overrides", "extra")(classmethod(lambda cls, v: _requirements(v)))
 
     @field_validator("no_emit")
     @classmethod
@@ -97,6 +112,7 @@ class Release(_Strict):
 
     _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))
     _e = field_validator("env")(classmethod(lambda cls, v: _env(v)))
+    _r = field_validator("overrides", "extra")(classmethod(lambda cls, v: _requirements(v)))
 
 
 class MatrixSpec(_Strict):
@@ -178,7 +194,8 @@ class MatrixSpec(_Strict):
         return self.requirement.replace("{version}", version)
 
 
-def load_spec(path: str | Path) -> MatrixSpec:
+def load_spec(path: str | Path, *, out: str | Path | None = None) -> MatrixSpec:
+    """The spec at `path`, every field checked; `out` (the matrix directory) is one more place its locks may lie."""
     p = Path(path)
     raw = read_yaml_mapping(p, "matrix spec", "format, name, template, requirement, baseline, releases")
     spec = validate_as(MatrixSpec, raw, p)
@@ -186,10 +203,58 @@ def load_spec(path: str | Path) -> MatrixSpec:
     template = spec.resolve(spec.template)
     if not template.is_file():
         raise ManifestError(p, "template", f"no template file at {template}")
+    _check_env(spec, p, _template_kind(template))
+    roots = _lock_roots(spec, out)
     for r in spec.releases:
-        if r.lock is not None and not spec.resolve(r.lock).is_file():
-            raise ManifestError(p, f"releases.{r.version}.lock", f"no lock file at {spec.resolve(r.lock)}")
+        if r.lock is not None:
+            _check_committed_lock(spec.resolve(r.lock), roots, p, f"releases.{r.version}.lock")
     return spec
+
+
+def _template_kind(template: Path) -> str | None:
+    raw = read_yaml(template, "manifest template")
+    engine = raw.get("engine") if isinstance(raw, dict) else None
+    kind = engine.get("kind") if isinstance(engine, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _check_env(spec: MatrixSpec, p: Path, kind: str | None) -> None:
+    """The engine profile's forbidden variables and the loader/interpreter rule (the same rules as a manifest's
+    server.env; an LD_PRELOAD entry outside {env_dir} by its form only, its package when rendered), named by field."""
+    from harness.launch.argcheck import refused_env, refused_loader_env
+
+    sources = [("defaults.env", spec.defaults.env)] + [(f"releases.{r.version}.env", r.env) for r in spec.releases]
+    for field, env in sources:
+        problem = refused_env(kind, env or {}) or refused_loader_env(env or {}, check_system_files=False)
+        if problem:
+            raise ManifestError(p, field, problem)
+
+
+def _lock_roots(spec: MatrixSpec, out: str | Path | None) -> list[Path]:
+    from harness.settings import REPO_ROOT
+
+    roots = [Path(str(spec.path)).parent, REPO_ROOT / "manifests" / "locks"]
+    return [r.resolve() for r in (*roots, *([Path(out)] if out is not None else []))]
+
+
+def _check_committed_lock(lock: Path, roots: list[Path], p: Path, field: str) -> None:
+    """Under one of `roots` after symlinks, a bounded regular file of hashed pins; never quoting what it holds."""
+    from harness.manifest import LOCK_MAX_BYTES
+    from harness.readers import read_text
+
+    if not lock.is_file():
+        raise ManifestError(p, field, f"no lock file at {lock}")
+    real = lock.resolve()
+    if not any(real.is_relative_to(root) for root in roots):
+        where = ", ".join(str(r) for r in roots)
+        raise ManifestError(p, field, f"{lock} lies outside the places a spec's locks may be ({where})")
+    try:
+        text = read_text(real, "lock", max_bytes=LOCK_MAX_BYTES)
+    except ManifestError as exc:
+        raise ManifestError(p, field, f"{lock}: {exc.message}") from None
+    problem = lock_text_problem(text)
+    if problem:
+        raise ManifestError(p, field, f"{lock}: {problem}")
 
 
 def select_releases(spec: MatrixSpec, text: str | None) -> list[str]:

@@ -1,38 +1,66 @@
 """upgrade.md: the upgrade report for a person (the same data as upgrade.json; rendered from it alone, so a saved
-report can be rendered again)."""
+report can be rendered again).
+
+Every text in the report came from outside (a server's error, a log line, a version, a metric or flag name, a
+package index): it is written through harness.shown (md_text for running text and table cells, md_code inside a code
+span, a fence longer than any backtick run for a log tail), so it can never become a link, an image or markup."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from harness.shown import md_code, md_text, shown_lines
 from harness.upgrade.model import Report
 
 __all__ = ["render_markdown"]
 
+_t = md_text
 
-def _code(x: Any) -> str:
-    return f"`{x}`"
+
+class _Md(str):
+    """Markdown already built from escaped parts (a code span, bold text): a table cell keeps it as it is."""
+
+
+def _code(x: Any) -> _Md:
+    return _Md(f"`{md_code(x)}`")
+
+
+def _bold(x: Any) -> _Md:
+    return _Md(f"**{md_text(x)}**")
+
+
+def _cell(x: Any) -> str:
+    return x if isinstance(x, _Md) else md_text(x)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = ["| " + " | ".join(md_text(h) for h in head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        out.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+        out.append("| " + " | ".join(_cell(c) for c in r) + " |")
     return out
+
+
+def _fenced(text: str) -> list[str]:
+    """A log tail as a fenced code block: its controls escaped, and a fence longer than any backtick run in it (a
+    line of backticks in the log would otherwise end the block)."""
+    body = shown_lines(text)
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", body)), default=0))
+    return [fence, body, fence]
 
 
 def _golden(g: dict[str, Any]) -> list[str]:
     if "refused" in g:
-        return [f"**Refused:** {g['refused']}"]
+        return [f"**Refused:** {_t(g['refused'])}"]
     lines = [
-        f"Tolerance {g['tolerance']} nats (equivalent), near-tie margin {g['margin']} nats. "
-        f"Counts: {', '.join(f'{k} {v}' for k, v in g['counts'].items())}.",
+        f"Tolerance {_t(g['tolerance'])} nats (equivalent), near-tie margin {_t(g['margin'])} nats. "
+        f"Counts: {_t(', '.join(f'{k} {v}' for k, v in g['counts'].items()))}.",
         "",
     ]
     if g.get("hardware"):
-        lines += [f"Hardware: {g['hardware']['line']}.", ""]
+        lines += [f"Hardware: {_t(g['hardware']['line'])}.", ""]
     if g.get("sets_only_in_a") or g.get("sets_only_in_b"):
-        lines.append(f"Sets only in old: {g.get('sets_only_in_a')}; only in new: {g.get('sets_only_in_b')}.")
+        lines.append(f"Sets only in old: {_t(g.get('sets_only_in_a'))}; only in new: {_t(g.get('sets_only_in_b'))}.")
     rows = []
     for p in g["prompts"]:
         where = ""
@@ -44,7 +72,7 @@ def _golden(g: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 f"{p['set']}/{p['id']}",
-                f"**{p['status']}**",
+                _bold(p["status"]),
                 p.get("reason", ""),
                 where,
                 f"{p.get('max_logprob_drift', 0):.2g}",
@@ -56,14 +84,15 @@ def _golden(g: dict[str, Any]) -> list[str]:
 def _engine_change(m: dict[str, Any]) -> list[str]:
     ec = m["engine_change"]
     lines = [
-        f"**Engine change** {ec['old']['title']} → {ec['new']['title']}: {m['counts']['old']} metric families on the "
-        f"old side, {m['counts']['new']} on the new (no family-by-family diff: every name differs by construction). "
+        f"**Engine change** {_t(ec['old']['title'])} → {_t(ec['new']['title'])}: {_t(m['counts']['old'])} metric "
+        f"families on the old side, {_t(m['counts']['new'])} on the new (no family-by-family diff: every name differs "
+        "by construction). "
         "The series the harness reads, old name → new name:",
         "",
     ]
 
     def shown(name: str | None, seen: bool) -> str:
-        return "none" if name is None else _code(name) + ("" if seen else " (not in its /metrics)")
+        return "none" if name is None else _Md(_code(name) + ("" if seen else " (not in its /metrics)"))
 
     return lines + _table(
         ["series", ec["old"]["title"], ec["new"]["title"], "note"],
@@ -77,9 +106,9 @@ def _engine_change(m: dict[str, Any]) -> list[str]:
 def _metrics(m: dict[str, Any]) -> list[str]:
     if m.get("engine_change"):
         return _engine_change(m)
-    lines = [f"{m['counts']['old']} metric families before, {m['counts']['new']} after."]
+    lines = [f"{_t(m['counts']['old'])} metric families before, {_t(m['counts']['new'])} after."]
     if m.get("hidden_search"):
-        lines.append(f"({m['hidden_search']}.)")
+        lines.append(f"({_t(m['hidden_search'])}.)")
     for key, title in (
         ("removed", "Removed"),
         ("hidden", "Hidden (absent, still in the new source)"),
@@ -93,15 +122,19 @@ def _metrics(m: dict[str, Any]) -> list[str]:
         if key == "renamed":
             lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['old'])} → {_code(x['new'])}" for x in items))
         elif key == "type_changed":
-            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} {x['old']}→{x['new']}" for x in items))
+            lines.append(
+                f"- **{title}:** " + ", ".join(f"{_code(x['name'])} {_t(x['old'])}→{_t(x['new'])}" for x in items)
+            )
         else:
-            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} ({x['type']})" for x in items))
+            lines.append(f"- **{title}:** " + ", ".join(f"{_code(x['name'])} ({_t(x['type'])})" for x in items))
     added = m.get("added") or []
     lines.append(
         f"- **Added ({len(added)}):** "
         + (
             ", ".join(
-                f"{_code(x['name'])} ({x['type']}" + (f"; labels {', '.join(x['labels'])}" if x["labels"] else "") + ")"
+                f"{_code(x['name'])} ({_t(x['type'])}"
+                + (f"; labels {', '.join(_code(n) for n in x['labels'])}" if x["labels"] else "")
+                + ")"
                 for x in added
             )
             or "none"
@@ -112,7 +145,11 @@ def _metrics(m: dict[str, Any]) -> list[str]:
         lines += _table(
             ["metric", "labels added", "labels removed"],
             [
-                [_code(x["name"]), ", ".join(x["added"]) or "–", ", ".join(x["removed"]) or "–"]
+                [
+                    _code(x["name"]),
+                    _Md(", ".join(map(_code, x["added"])) or "–"),
+                    _Md(", ".join(map(_code, x["removed"])) or "–"),
+                ]
                 for x in m["label_changes"]
             ],
         )
@@ -120,14 +157,14 @@ def _metrics(m: dict[str, Any]) -> list[str]:
         lines += ["", "**Label values changed** (for `*_info` gauges these are engine settings/defaults):", ""]
         lines += _table(
             ["metric", "label", "old", "new"],
-            [[_code(x["name"]), x["label"], x["old"], x["new"]] for x in m["label_value_changes"]],
+            [[_code(x["name"]), _code(x["label"]), x["old"], x["new"]] for x in m["label_value_changes"]],
         )
     return lines
 
 
 def _conformance(c: dict[str, Any]) -> list[str]:
     if "not_run" in c:
-        return [f"Not compared: {c['not_run']}"]
+        return [f"Not compared: {_t(c['not_run'])}"]
     diff = [r for r in c["cases"] if r["old"] != r["new"]]
     rows = [
         [r["id"], r.get("level") or "", r["old"], r["new"], r.get("new_behaviour") or r.get("new_note", "")[:100]]
@@ -139,15 +176,16 @@ def _conformance(c: dict[str, Any]) -> list[str]:
             same[r["old"]] = same.get(r["old"], 0) + 1
     new_exp = c.get("expectations_new") or c["expectations"]
     judged = (
-        f"Both engines judged under the old engine's expectations (`{c['expectations']}`): what the upgrade "
+        f"Both engines judged under the old engine's expectations (`{md_code(c['expectations'])}`): what the upgrade "
         "changes for clients."
         if new_exp == c["expectations"]
-        else f"An engine migration: each engine judged under its own expectations (old `{c['expectations']}`, new "
-        f"`{new_exp}`), side by side; a quirk on either side is what that engine does differently from the reference."
+        else "An engine migration: each engine judged under its own expectations (old "
+        f"`{md_code(c['expectations'])}`, new `{md_code(new_exp)}`), side by side; a quirk on either side is what that "
+        "engine does differently from the reference."
     )
     head = [
         f"{judged} {len(diff)} of {len(c['cases'])} cases change; unchanged: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(same.items()))
+        + _t(", ".join(f"{k} {v}" for k, v in sorted(same.items())))
         + " (every case is in upgrade.json).",
         "",
     ]
@@ -177,26 +215,26 @@ def _surface(a: dict[str, Any]) -> list[str]:
     ns, os_ = a.get("new_surface") or {}, a.get("old_surface") or {}
     lines = [
         "Checked before any engine was launched"
-        + (f" ({a['seconds']} s)" if a.get("seconds") is not None else "")
+        + (f" ({_t(a['seconds'])} s)" if a.get("seconds") is not None else "")
         + ": "
         + (
-            f"new release {ns['release']}: {ns['flags']} flags ({ns['captured_with']})"
+            f"new release {_t(ns['release'])}: {_t(ns['flags'])} flags ({_t(ns['captured_with'])})"
             if "release" in ns
-            else f"new release: {ns.get('unavailable')}"
+            else f"new release: {_t(ns.get('unavailable'))}"
         )
         + "; "
         + (
-            f"old release {os_['release']}: {os_['flags']} flags."
+            f"old release {_t(os_['release'])}: {_t(os_['flags'])} flags."
             if "release" in os_
-            else f"old: {os_.get('unavailable')}."
+            else f"old: {_t(os_.get('unavailable'))}."
         ),
         "",
     ]
     rows = [
         [
             _code(p["flag"]),
-            f"**{p['problem']}**",
-            p.get("to") and f"{_code(p['to'])} ({p.get('rule')})" or "",
+            _bold(p["problem"]),
+            _Md(f"{_code(p['to'])} ({_t(p.get('rule'))})") if p.get("to") else "",
             p["line"],
         ]
         for p in a.get("old_args") or []
@@ -209,16 +247,17 @@ def _surface(a: dict[str, Any]) -> list[str]:
     )
     if a.get("new_args"):
         lines += ["", "New manifest's own server.args rejected by its release:", ""]
-        lines += [f"- {_code(p['flag'])}: {p['line']}" for p in a["new_args"]]
+        lines += [f"- {_code(p['flag'])}: {_t(p['line'])}" for p in a["new_args"]]
     if a.get("launch_refused"):
-        lines += ["", f"**No engine was launched:** {a['launch_refused']}."]
+        lines += ["", f"**No engine was launched:** {_t(a['launch_refused'])}."]
     rel = a.get("release")
     if rel:
         lines += [
             "",
-            f"Release to release ({rel['old']} → {rel['new']}; {rel['counts']['old']} → {rel['counts']['new']} flags): "
-            f"{rel['removed_count']} removed, {rel['renamed_count']} renamed, {rel['added_count']} added, "
-            f"{rel['aliases_removed_count']} spellings gone, {rel['defaults_changed_count']} defaults changed"
+            f"Release to release ({_t(rel['old'])} → {_t(rel['new'])}; {_t(rel['counts']['old'])} → "
+            f"{_t(rel['counts']['new'])} flags): {_t(rel['removed_count'])} removed, {_t(rel['renamed_count'])} "
+            f"renamed, {_t(rel['added_count'])} added, {_t(rel['aliases_removed_count'])} spellings gone, "
+            f"{_t(rel['defaults_changed_count'])} defaults changed"
             + (
                 f", {len(rel['config_defaults_changed'])} config objects' defaults changed"
                 if rel.get("config_defaults_changed")
@@ -232,7 +271,7 @@ def _surface(a: dict[str, Any]) -> list[str]:
         if rel.get("renamed"):
             lines.append(
                 "- **Renamed:** "
-                + ", ".join(f"{_code(x['flag'])} → {_code(x['to'])} ({x['rule']})" for x in rel["renamed"])
+                + ", ".join(f"{_code(x['flag'])} → {_code(x['to'])} ({_t(x['rule'])})" for x in rel["renamed"])
             )
         if rel.get("aliases_removed"):
             lines.append("- **Spellings gone:** " + ", ".join(_code(x) for x in rel["aliases_removed"]))
@@ -257,9 +296,14 @@ def _surface(a: dict[str, Any]) -> list[str]:
 def render_markdown(r: Report) -> str:
     v = r["verdict"]
     old, new, cmp = r["old"], r["new"], r["comparison"]
-    L = [f"# Upgrade report: {old['name']} → {new['name']}", "", f"## Verdict: **{v['verdict'].upper()}**", ""]
+    L = [
+        f"# Upgrade report: {_t(old['name'])} → {_t(new['name'])}",
+        "",
+        f"## Verdict: {_bold(v['verdict'].upper())}",
+        "",
+    ]
     for x in v["reasons"]:
-        L.append(f"- **{x['level']}**: {x['text']}")
+        L.append(f"- {_bold(x['level'])}: {_t(x['text'])}")
     L += ["", "## Engines", ""]
     rows = []
     for s in (old, new):
@@ -279,36 +323,36 @@ def render_markdown(r: Report) -> str:
     L += _table(["manifest", "engine /version", "ran", "ready s", "golden s", "conformance s", "total s"], rows)
     for s in (old, new):
         if not s["ok"] and s.get("log_tail"):
-            L += ["", f"Engine log tail ({s['name']}):", "", "```", s["log_tail"][-1500:], "```"]
+            L += ["", f"Engine log tail ({_t(s['name'])}):", "", *_fenced(s["log_tail"][-1500:])]
     L += ["", "## Golden outputs", ""]
     L += _golden(cmp["golden"]) if "golden" in cmp else ["Not compared (an engine did not produce a recording)."]
     L += ["", "## Wire shape (non-streaming responses of the golden prompts)", ""]
     for ep, w in (cmp.get("wire") or {}).items():
         L.append(
-            f"- **{ep}**: keys added {[_code(k) for k in w['added']] or 'none'}; "
-            f"removed {[_code(k) for k in w['removed']] or 'none'}"
+            f"- {_bold(ep)}: keys added {', '.join(map(_code, w['added'])) or 'none'}; "
+            f"removed {', '.join(map(_code, w['removed'])) or 'none'}"
         )
     fp = cmp.get("system_fingerprint")
     if fp:
-        L.append(f"- **system_fingerprint**: old {fp['old'] or 'absent'} → new {fp['new'] or 'absent'}")
+        L.append(f"- **system_fingerprint**: old {_t(fp['old'] or 'absent')} → new {_t(fp['new'] or 'absent')}")
     L += ["", "## Metric surface", ""]
     L += _metrics(cmp["metrics"]) if "metrics" in cmp else ["Not compared."]
     L += ["", "## Conformance (old expectations, side by side)", ""]
     L += _conformance(cmp.get("conformance", {}))
     mc = cmp.get("manifest", {})
     L += ["", "## Manifests, arguments and locked packages", ""]
-    L.append(f"- engine version: {mc.get('engine_version')}")
+    L.append(f"- engine version: {_t(mc.get('engine_version'))}")
     L.append(
-        f"- server args identical: {mc.get('args_identical')} (added {mc.get('args_added')}, "
-        f"removed {mc.get('args_removed')})"
+        f"- server args identical: {_t(mc.get('args_identical'))} (added {_t(mc.get('args_added'))}, "
+        f"removed {_t(mc.get('args_removed'))})"
     )
     if mc.get("surface"):
         L += ["", "### Flags against the new release's own argument surface", ""] + _surface(mc["surface"]) + [""]
-    L.append(f"- server env changes: {mc.get('env_changed') or 'none'}")
-    L.append(f"- same model: {mc.get('model_same')}")
+    L.append(f"- server env changes: {_t(mc.get('env_changed') or 'none')}")
+    L.append(f"- same model: {_t(mc.get('model_same'))}")
     rt = mc.get("python_runtime") or [None, None]
     if rt[0] and rt[1] and rt[0].get("platform_plugin") != rt[1].get("platform_plugin"):
-        L.append(f"- CPU platform plugin: {rt[0].get('platform_plugin')} → {rt[1].get('platform_plugin')}")
+        L.append(f"- CPU platform plugin: {_t(rt[0].get('platform_plugin'))} → {_t(rt[1].get('platform_plugin'))}")
     lock = mc.get("lock") or {}
     if lock:
         L.append(
@@ -318,18 +362,18 @@ def render_markdown(r: Report) -> str:
         if lock.get("changed"):
             L += [""] + _table(["package", "old", "new"], [[k, a, b] for k, (a, b) in lock["changed"].items()])
         if lock.get("added"):
-            L += ["", "Added: " + ", ".join(f"{k}=={x}" for k, x in lock["added"].items())]
+            L += ["", "Added: " + _t(", ".join(f"{k}=={x}" for k, x in lock["added"].items()))]
         if lock.get("removed"):
-            L += ["", "Removed: " + ", ".join(f"{k}=={x}" for k, x in lock["removed"].items())]
+            L += ["", "Removed: " + _t(", ".join(f"{k}=={x}" for k, x in lock["removed"].items()))]
     models = cmp.get("models") or {}
     if models:
-        L += ["", f"- /v1/models old: {models.get('old')}", f"- /v1/models new: {models.get('new')}"]
+        L += ["", f"- /v1/models old: {_t(models.get('old'))}", f"- /v1/models new: {_t(models.get('new'))}"]
     s = r["settings"]
     L += [
         "",
         "---",
-        f"Prompt sets {s['prompt_sets']}; tolerance {s['tolerance']}; margin {s['margin']}; "
-        f"created {r['created_at']}; wall time {r['wall_seconds']} s. "
+        f"Prompt sets {_t(s['prompt_sets'])}; tolerance {_t(s['tolerance'])}; margin {_t(s['margin'])}; "
+        f"created {_t(r['created_at'])}; wall time {_t(r['wall_seconds'])} s. "
         "Recordings and metrics scrapes are beside this file.",
     ]
     return "\n".join(L) + "\n"

@@ -82,3 +82,32 @@ def test_scrub_removes_a_key_and_its_cut_excerpts():
     assert scrub("short abc", ["abc"]) == "short abc"  # a secret under 6 characters is not matched by parts
     tree = scrub_tree({"a": [key, {"k": f"x{key[:6]}"}], key: 1}, [key])
     assert key not in repr(tree) and key[:6] not in repr(tree)
+
+
+def test_a_lock_that_is_any_file_is_named_by_its_line_never_quoted(tmp_path, capsys):
+    """#5 on the manifest side: `validate` of a manifest whose lock is a netrc-like file quoted its first line."""
+    from harness import cli
+    from harness.manifest import DEFAULT_MANIFEST
+
+    secret = "TOP-SECRET-TOKEN-4f1c9a"
+    (tmp_path / "netrc").write_text(f"machine index.example login me password {secret}\n")
+    text = DEFAULT_MANIFEST.read_text().replace("lock: locks/vllm-0.11.0-cpu.txt", f"lock: {tmp_path / 'netrc'}")
+    text = "\n".join(line for line in text.splitlines() if "lock_sha256" not in line)
+    (tmp_path / "m.yaml").write_text(text)
+    rc = cli.main(["validate", str(tmp_path / "m.yaml")])
+    out = capsys.readouterr()
+    assert rc == 2
+    assert "line 1" in out.err and secret not in out.err + out.out and "password" not in out.err
+
+
+def test_extra_engine_environment_gets_the_loader_rule(tmp_path):
+    """#7 for a caller's extra_env (the pytest plugin, the matrix): a PYTHONPATH is refused before anything starts."""
+    from harness.errors import UsageError
+    from harness.launch.session import check_launch_inputs
+    from harness.manifest import DEFAULT_MANIFEST, load_manifest
+
+    m = load_manifest(DEFAULT_MANIFEST)
+    with pytest.raises(UsageError) as e:
+        check_launch_inputs(m, (), {"PYTHONPATH": str(tmp_path)})
+    assert "PYTHONPATH" in str(e.value)
+    check_launch_inputs(m, (), {"VLLM_CPU_KVCACHE_SPACE": "1"})  # an engine setting still passes

@@ -311,9 +311,11 @@ def test_finding_7_a_matrix_release_preloads_only_inside_its_environment(tmp_pat
 
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     lock = REPO_ROOT / "manifests" / "locks" / "vllm-0.11.0-cpu.txt"
-    spec = load_spec(_spec(tmp_path, "{env_dir}/../../../evil.so"))
-    with pytest.raises(ManifestError) as e:
-        render_manifest(spec, "0.11.0", lock, lock_sha256(lock), tmp_path / "bad")
+    with pytest.raises(ManifestError) as e:  # refused when the spec is read, before any lock or launch
+        load_spec(_spec(tmp_path, "{env_dir}/../../../evil.so"))
+    assert ".env" in str(e.value) and "LD_PRELOAD" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ManifestError) as e:  # an absolute path passes the spec's form check; its package is asked here
+        render_manifest(load_spec(_spec(tmp_path, "/opt/evil.so")), "0.11.0", lock, lock_sha256(lock), tmp_path / "bad")
     assert "server.env" in str(e.value) and "LD_PRELOAD" in str(e.value) and "\n" not in str(e.value)
     good = load_spec(_spec(tmp_path, f"{TCMALLOC}:{{env_dir}}/lib/libiomp5.so"))
     m = render_manifest(good, "0.11.0", lock, lock_sha256(lock), tmp_path / "good")

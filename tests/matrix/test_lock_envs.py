@@ -66,12 +66,16 @@ def _env(home, name, *, complete=True, age=0.0):
     return d
 
 
+# names as env_for makes them (gc touches nothing else under envs/)
+NAMES = {short: f"vllm-0.1.0-{n * 16}" for short, n in (("new", "1"), ("mid", "2"), ("old", "3"), ("broken", "4"))}
+
+
 def test_envs_gc_keeps_newest_and_never_one_in_use(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
-    new = _env(tmp_path, "e-new", age=10)
-    mid = _env(tmp_path, "e-mid", age=1000)
-    old = _env(tmp_path, "e-old", age=5000)
-    broken = _env(tmp_path, "e-broken", complete=False, age=1)
+    new = _env(tmp_path, NAMES["new"], age=10)
+    mid = _env(tmp_path, NAMES["mid"], age=1000)
+    old = _env(tmp_path, NAMES["old"], age=5000)
+    broken = _env(tmp_path, NAMES["broken"], complete=False, age=1)
     shutil.copy("/bin/sleep", old / "bin" / "sleep")
     proc = subprocess.Popen([str(old / "bin" / "sleep"), "30"])
     deadline = time.monotonic() + 10
@@ -80,17 +84,17 @@ def test_envs_gc_keeps_newest_and_never_one_in_use(tmp_path, monkeypatch, capsys
     try:
         assert old.resolve() in envs_in_use()
         names = [e["name"] for e in list_envs()]
-        assert set(names) == {"e-new", "e-mid", "e-old", "e-broken"}
-        assert next(e for e in list_envs() if e["name"] == "e-old")["in_use"] is True
+        assert set(names) == {NAMES["new"], NAMES["mid"], NAMES["old"], NAMES["broken"]}
+        assert next(e for e in list_envs() if e["name"] == NAMES["old"])["in_use"] is True
         deleted, kept = gc_envs(1, dry_run=True)
-        assert {e["name"] for e in deleted} == {"e-broken", "e-mid"} and new.is_dir() and mid.is_dir()
+        assert {e["name"] for e in deleted} == {NAMES["broken"], NAMES["mid"]} and new.is_dir() and mid.is_dir()
         assert main(["envs", "gc", "--keep", "1"]) == 0
         assert not mid.exists() and not broken.exists() and new.is_dir() and old.is_dir()
-        assert "kept e-old (in use)" in capsys.readouterr().out
+        assert f"kept {NAMES['old']} (in use)" in capsys.readouterr().out
     finally:
         proc.kill()
         proc.wait()
     gc_envs(1)
     assert not old.exists() and new.is_dir()
     assert main(["envs", "gc", "--keep", "-1"]) == 2
-    assert main(["envs", "list"]) == 0 and "e-new" in capsys.readouterr().out
+    assert main(["envs", "list"]) == 0 and NAMES["new"] in capsys.readouterr().out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+from markdown_it import MarkdownIt
+
 from harness.matrix.observe import first_change, observe, rows
 from harness.matrix.render import matrix_document, render_html, render_markdown
 from harness.matrix.spec import load_spec
@@ -69,7 +71,8 @@ def test_pages_are_offline_and_escaped(tmp_path):
     assert page.count('<table class="rows"') == 3  # cases, metrics, wire keys (no flags captured)
     md = render_markdown(doc)
     assert "| `old` | 1.1.0 |" in md and "failed at launch" in md
-    assert "<script>" not in md
+    rendered = MarkdownIt("commonmark").enable("table").render(md)  # as a Markdown viewer shows it
+    assert "<script" not in rendered and "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in rendered
     assert doc["changed_rows"] >= 4 and doc["not_run"] == []
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.engines import profile_for
 from harness.metrics.surface import surface_from_text
+from harness.shown import md_text
 from harness.upgrade import judge as J
 from harness.upgrade.compare import MAPPED_SERIES, hidden_metric_search, metric_changes
 from harness.upgrade.render import _metrics
@@ -118,7 +119,7 @@ def test_the_migration_is_rendered_as_a_table_of_mapped_series():
     assert text.startswith(f"**Engine change** vLLM → llama.cpp: {len(V011)} metric families on the old side, 12 on")
     assert "| running | `vllm:num_requests_running` | `llamacpp:requests_processing` |  |" in text
     note = profile_for("llamacpp").notes["kv_usage"]
-    assert f"| kv_usage | `vllm:kv_cache_usage_perc` | none | {note} |" in text
+    assert f"| kv\\_usage | `vllm:kv_cache_usage_perc` | none | {md_text(note)} |" in text  # Markdown-escaped text
     assert "Removed" not in text
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness import __version__
@@ -20,6 +21,8 @@ from harness.launch.base import new_run_id
 from harness.launch.session import launch, reports_dir, runtime_pin
 from harness.manifest import load_manifest
 from harness.outputs import atomic_write_text
+from harness.progress import progress
+from harness.shown import shown
 from harness.stages import StageContext, StageResult
 
 __all__ = ["run_main", "STAGES"]
@@ -29,6 +32,12 @@ STAGES = (
     ("golden", "harness.golden.stage"),
     ("load", "harness.load.stage"),
 )
+
+
+def _shown_summary(result: StageResult) -> str:
+    """A stage's summary for the rich console: it may quote the engine (an abort reason, an error body), so its
+    controls are escaped and its brackets are text, not markup."""
+    return escape(shown(result.summary))
 
 
 def _run_stage(name: str, module: str, ctx: StageContext) -> StageResult:
@@ -85,9 +94,10 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
                 results.append(StageResult(name, True, "skipped (--skip)", {"skipped": True}))
                 continue
             console.print(f"[bold]stage {name}[/bold] ...")
-            res = _run_stage(name, module, ctx)
+            with progress(f"stage {name}"):  # a minute or more: its elapsed time is shown meanwhile
+                res = _run_stage(name, module, ctx)
             results.append(res)
-            console.print(f"  {name}: {'ok' if res.ok else 'FAILED'}: {res.summary}")
+            console.print(f"  {name}: {'ok' if res.ok else 'FAILED'}: {_shown_summary(res)}")
             if engine.exit_status() is not None:
                 results.append(StageResult("engine", False, f"engine exited ({engine.exit_status()}) during {name}"))
                 break
@@ -102,7 +112,7 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
     table.add_column("result")
     table.add_column("summary")
     for r in results:
-        table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAILED[/red]", r.summary)
+        table.add_row(r.name, "[green]ok[/green]" if r.ok else "[red]FAILED[/red]", _shown_summary(r))
     console.print(table)
     print(f"{'ok' if ok else 'FAILED'}: report in {run_dir}/run.json", flush=True)
     sys.stdout.flush()

@@ -83,17 +83,19 @@ def cmd_record(args: argparse.Namespace) -> int:
         with launch(m) as engine:
             _, records, meta = record_with_engine(engine, m, sets, out, force=args.force)
     from harness.hardware import summary
+    from harness.shown import shown
 
+    # the engine's version is the server's own text: shown with its controls escaped (no cursor moves, no retitling)
     for s in sets:
         n = len(records[s.name])
         t = meta["timing_s"][s.name]
         refused = sum(1 for r in records[s.name] if r.get("error"))
         note = f"; {refused} refused by the engine, recorded as outcomes" if refused else ""
-        print(f"{s.name}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt{note})")
-    print(f"hardware: {summary(meta.get('hardware'))}")
+        print(f"{shown(s.name)}: {n} prompts in {t:.2f} s ({t / n:.3f} s/prompt{note})")
+    print(f"hardware: {shown(summary(meta.get('hardware')))}")
     print(
-        f"recorded {sum(len(v) for v in records.values())} prompts to {out} "
-        f"(engine {meta['engine']['reported_version']}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)"
+        f"recorded {sum(len(v) for v in records.values())} prompts to {shown(out)} "
+        f"(engine {shown(meta['engine']['reported_version'])}, model {m.model.sha256[:12]}, total {time.perf_counter() - t0:.1f} s)"
     )
     return 0
 
@@ -108,7 +110,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
         output_file(args.json, force=args.force, inputs=inputs, what="--json")
     a, b = load_recording(args.a), load_recording(args.b)
     d = diff_recordings(a, b, tolerance=args.tolerance, margin=args.margin)
-    print(render_text(d, verbose=args.verbose))
+    from harness.shown import shown_lines
+
+    print(shown_lines(render_text(d, verbose=args.verbose)))  # a recording's texts are data: controls escaped
     if args.json:
         atomic_write_text(args.json, json.dumps(d.to_json(), indent=2, ensure_ascii=False) + "\n")
     return 0 if d.ok else 1

@@ -27,7 +27,7 @@ from harness.errors import HarnessError
 from harness.golden.constraints import check_output, tool_call_view
 from harness.golden.prompts import Prompt, PromptSet
 from harness.net import redact_url
-from harness.secrets import redact_env
+from harness.secrets import redact_env, scrub, scrub_tree
 
 MAX_RESPONSE_BYTES = 64 << 20  # a golden answer is a few KB of logprobs
 
@@ -297,6 +297,18 @@ def _refused_everything(set_name: str, records: list[dict]) -> EngineResponseErr
     return None
 
 
+# What a record holds of the prompt file (never of the server): left as written, so a key that happens to share six
+# characters with a request hash cannot change which prompt a record belongs to.
+_OWN_FIELDS = ("id", "set", "endpoint", "request_sha256", "request")
+
+
+def _scrubbed(record: dict, keys: list[str | None]) -> dict:
+    """`record` with the key (and its 6+ character prefixes and suffixes) cut out of everything the server sent."""
+    answer = scrub_tree({k: v for k, v in record.items() if k not in _OWN_FIELDS}, keys)
+    assert isinstance(answer, dict)  # scrub_tree keeps a dict a dict
+    return {**{k: record[k] for k in _OWN_FIELDS if k in record}, **answer}
+
+
 def reported_version(
     base_url: str, api_key: str | None = None, wall_s: float = 10.0, *, profile: EngineProfile
 ) -> str | None:
@@ -319,9 +331,12 @@ def record_sets(
     failed: dict[str, str] | None = None,
 ) -> tuple[dict[str, list[dict]], dict[str, float]]:
     """failed: when given, a set that fails is left out and its one-line reason put there (the matrix keeps the
-    sets that recorded); without it the first failure raises (a recording is all or nothing)."""
+    sets that recorded); without it the first failure raises (a recording is all or nothing).
+    A server may echo the API key (in a completion, an error message): every record and every failure's text has the
+    key, and any 6+ character prefix or suffix of it, replaced by *** (harness.secrets.scrub) before it goes anywhere."""
     out: dict[str, list[dict]] = {}
     timing: dict[str, float] = {}
+    keys = [api_key]
     with make_sync_client(base_url, api_key=api_key, timeout=timeout) as client:
         for s in sets:
             t0 = time.perf_counter()
@@ -332,10 +347,10 @@ def record_sets(
                     raise refused
             except EngineResponseError as exc:
                 if failed is None:
-                    raise
-                failed[s.name] = exc.one_line()
+                    raise EngineResponseError(scrub(str(exc), keys)) from None
+                failed[s.name] = scrub(exc.one_line(), keys)
                 continue
-            out[s.name] = records
+            out[s.name] = [_scrubbed(r, keys) for r in records]
             timing[s.name] = round(time.perf_counter() - t0, 3)
     return out, timing
 
@@ -439,6 +454,8 @@ def record_with_engine(
     failed: see record_sets; the recording then holds the sets that recorded (none written when no set did)."""
     api_key = engine.spec.api_key() if hasattr(engine, "spec") else None
     reported = reported_version(engine.base_url, api_key, profile=manifest.profile)
+    if reported is not None:  # the server's own text: no echoed key in meta.json or on the terminal
+        reported = scrub(reported, [api_key])
     records, timing = record_sets(engine.base_url, manifest.model.served_name, sets, api_key=api_key, failed=failed)
     if failed is not None and not records:
         return None, records, None

@@ -16,6 +16,7 @@ from harness.client import make_sync_client, wire_errors
 from harness.engines import IdentityProblem
 from harness.errors import EngineExited, IdentityMismatch, StartupTimeout, WireError
 from harness.launch.base import Engine
+from harness.progress import Stage
 
 __all__ = ["wait_ready", "verify_identity"]
 
@@ -31,8 +32,8 @@ def _log_tail(engine: Engine) -> str:
     return f"{tail}\n(full log: {engine.log_path})" if tail.strip() else f"(nothing in {engine.log_path} yet)"
 
 
-def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
-    """Block until ready; returns the seconds waited."""
+def wait_ready(engine: Engine, timeout: float, poll: float = 0.5, *, stage: Stage | None = None) -> float:
+    """Block until ready; returns the seconds waited. `stage` (harness.progress) shows why it is not ready yet."""
     served = engine.spec.manifest.model.served_name
     t0 = time.monotonic()
     last = "no answer yet"
@@ -56,6 +57,8 @@ def wait_ready(engine: Engine, timeout: float, poll: float = 0.5) -> float:
                 last = exc.one_line()
             except ValueError as exc:
                 last = type(exc).__name__
+            if stage is not None:
+                stage.detail(last)
             if time.monotonic() - t0 > timeout:
                 raise StartupTimeout(f"engine not ready after {timeout:.0f} s ({last})", _log_tail(engine))
             time.sleep(poll)

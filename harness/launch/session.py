@@ -15,12 +15,13 @@ from pathlib import Path
 
 from harness.engines import IdentityProblem
 from harness.errors import ManifestError, RefusedError, UsageError
-from harness.launch.argcheck import refused_arg, refused_env
+from harness.launch.argcheck import refused_arg, refused_env, refused_loader_env
 from harness.launch.base import Engine, LaunchSpec, new_run_id
 from harness.launch.listening import listening_sockets, non_loopback
 from harness.launch.ports import choose_port
 from harness.launch.ready import verify_identity, wait_ready
 from harness.manifest import Manifest, load_manifest
+from harness.progress import progress
 from harness.settings import REPORTS_DIR, api_key_from_env
 
 __all__ = ["launch", "prepare", "start_verified", "reports_dir", "check_launch_inputs", "runtime_pin"]
@@ -95,7 +96,7 @@ def check_launch_inputs(m: Manifest, extra_args: tuple[str, ...] = (), extra_env
     problem = refused_arg(kind, extra_args)
     if problem:
         raise UsageError(f"extra engine argument (--extra-arg): {problem}")
-    problem = refused_env(kind, extra_env or {})
+    problem = refused_env(kind, extra_env or {}) or refused_loader_env(extra_env or {}, env_dirs=())
     if problem:
         raise UsageError(f"extra engine environment: {problem}")
     name = m.server.api_key_env
@@ -115,7 +116,9 @@ def start_verified(engine: Engine, *, quiet: bool = False) -> dict:
     try:
         engine.start()
         _say(f"engine: starting {m.engine.kind} {m.engine.version} (log: {engine.log_path})", quiet)
-        waited = wait_ready(engine, m.server.startup_timeout_s)
+        # 30-110 s by release: the wait says what it waits for and for how long (harness.progress)
+        with progress(f"waiting for {m.engine.kind} {m.engine.version} to be ready", enabled=not quiet) as stage:
+            waited = wait_ready(engine, m.server.startup_timeout_s, stage=stage)
         identity = verify_identity(engine)
         exposed = non_loopback(listening_sockets(engine.local_pids()))
         if exposed:
@@ -158,7 +161,8 @@ def runtime_pin(identity: dict, short: bool = False) -> str:
 @contextlib.contextmanager
 def launch(manifest: Manifest | str | Path, **kwargs) -> Iterator[Engine]:
     quiet = kwargs.get("quiet", False)
-    engine = prepare(manifest, **kwargs)
+    with progress("preparing the engine (model, environment, build)", enabled=not quiet):
+        engine = prepare(manifest, **kwargs)
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if in_main else None
     if in_main and previous in (signal.SIG_DFL, None):

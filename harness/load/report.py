@@ -138,6 +138,21 @@ def engine_of(run: dict, override: str | None = None) -> tuple[str, str]:
     return DEFAULT_KIND, "default: the run recorded no engine (written before engine profiles)"
 
 
+# Bin widths of the throughput timeline, 1-2-5 steps up to the 1 s a long run is read in.
+TIMELINE_BINS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+TIMELINE_MIN_BINS = 20
+
+
+def timeline_bin_s(wall_s: float | None) -> float:
+    """The throughput timeline's bin width: 1 s for a run of 20 s or more; a shorter run gets the widest step that
+    still gives it about TIMELINE_MIN_BINS bins (the default `harness run` load, ~0.2 s: 10 ms), so its chart shows
+    the run's shape instead of one bin wider than the run."""
+    if not wall_s or wall_s <= 0:
+        return TIMELINE_BINS_S[-1]
+    fitting = [b for b in TIMELINE_BINS_S if b <= wall_s / TIMELINE_MIN_BINS]
+    return fitting[-1] if fitting else TIMELINE_BINS_S[0]
+
+
 def build_summary(out_dir: str | Path, engine: str | None = None) -> dict:
     """The summary of a load run's events; `engine` (a kind) re-judges the server cross-check with that profile."""
     out_dir = Path(out_dir)
@@ -181,7 +196,7 @@ def build_summary(out_dir: str | Path, engine: str | None = None) -> dict:
         "engine": {"kind": profile.kind, "title": profile.title, "source": source},
         "server": server_crosscheck(reqs, scrapes, profile, source=source),
         "client": client_selfcheck(per, end.get("client_cpu_s"), wall_s),
-        "timeline": timeline(reqs, scrapes, t_start, t_end, engine=profile),
+        "timeline": timeline(reqs, scrapes, t_start, t_end, bin_s=timeline_bin_s(wall_s), engine=profile),
         "definitions": "harness/load/DEFINITIONS.md",
     }
     return summary
@@ -316,6 +331,47 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi + 1e-9]
 
 
+def _no_chart(title: str, why: str) -> str:
+    """What stands in a chart's place when it cannot show anything: its title and why."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="560" height="80" role="img" class="no-chart" '
+        f'aria-label="{html.escape(title)}: {html.escape(why)}"><text x="10" y="30" font-size="13" font-weight="bold">'
+        f'{html.escape(title)}</text><text x="10" y="52" font-size="12">{html.escape(why)}</text></svg>'
+    )
+
+
+def _binned(values: list[float], width: float) -> list[tuple[float, float]]:
+    """Per-bin values as step points: each bin drawn from its start to its end (the last bin's end point included,
+    so a run of one bin is still a line, not a lone point)."""
+    if not values:
+        return []
+    return [(i * width, v) for i, v in enumerate(values)] + [(len(values) * width, values[-1])]
+
+
+def _request_scale(toks: list[float], reqs: list[float]) -> int:
+    """The power of ten that puts finished requests/s on the token axis without topping it (1 when they already do,
+    e.g. short bins, where a bin's few finished requests are hundreds per second)."""
+    top_t, top_r = max(toks, default=0), max(reqs, default=0)
+    if top_r <= 0 or top_t <= top_r:
+        return 1
+    return int(10 ** math.floor(math.log10(top_t / top_r)))
+
+
+def _throughput_chart(tl: dict) -> str:
+    title = "Throughput over time"
+    toks, reqs, b = tl["output_tokens_per_s"], tl["requests_per_s"], tl["bin_s"]
+    if not any(toks) and not any(reqs):
+        return _no_chart(title, "nothing to draw: no output token and no finished request in the measured window")
+    scale = _request_scale(toks, reqs)
+    return _chart(
+        f"{title} ({b * 1000:g} ms bins)" if b < 1 else title,
+        [("output tok/s", _binned(toks, b)), (f"requests/s ×{scale}", _binned([v * scale for v in reqs], b))],
+        "s since measured start",
+        "per second",
+        step=True,
+    )
+
+
 def _chart(
     title: str,
     series: list[tuple[str, list[tuple[float, float]]]],
@@ -327,10 +383,7 @@ def _chart(
     W, H, L, R, T, B = 560, 300, 60, 15, 30, 45
     pts = [p for _, s in series for p in s if p[1] is not None]
     if not pts:
-        return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="80" role="img"><text x="10" y="30" '
-            f'font-size="13">{html.escape(title)}: no data</text></svg>'
-        )
+        return _no_chart(title, "no data")
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = 0.0, ymax if ymax is not None else max(p[1] for p in pts) * 1.05 or 1.0
     if x1 <= x0:
@@ -423,19 +476,7 @@ def charts(s: dict, per: list[dict]) -> list[str]:
         ),
     ]
     tl = s["timeline"]
-    b = tl["bin_s"]
-    out.append(
-        _chart(
-            "Throughput over time",
-            [
-                ("output tok/s", [(i * b, v) for i, v in enumerate(tl["output_tokens_per_s"])]),
-                ("requests/s ×100", [(i * b, v * 100) for i, v in enumerate(tl["requests_per_s"])]),
-            ],
-            "s since measured start",
-            "per second",
-            step=True,
-        )
-    )
+    out.append(_throughput_chart(tl))
     out.append(
         _chart(
             "Client concurrency (requests in flight)", [("in flight", tl["concurrency"])], "s", "requests", step=True

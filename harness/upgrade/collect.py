@@ -118,6 +118,7 @@ def collect_side(
             if rec_dir.is_dir():  # none when every set failed
                 side["golden_dir"] = str(rec_dir)
             side["golden_seconds"] = round(time.perf_counter() - t, 2)
+            say(f"[{manifest.name}] scraping /metrics and /v1/models")  # the progress line's stage (harness.progress)
             key = engine.spec.api_key()
             r = _get(engine.base_url, "/metrics", key)
             if r is not None and r.status_code == 200:

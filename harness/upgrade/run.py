@@ -17,6 +17,7 @@ from harness.golden.diff import check_thresholds
 from harness.golden.prompts import resolve_prompt_sets
 from harness.manifest import Manifest, load_manifest
 from harness.outputs import atomic_write_text, output_dir
+from harness.progress import progress
 from harness.upgrade.arguments import check_arguments
 from harness.upgrade.collect import collect_side
 from harness.upgrade.compare import compare_sides
@@ -75,15 +76,18 @@ def run_upgrade(
     exp_new = expect or (default_expectation(new_m.engine.kind, new_m.engine.version) if migration else exp)
     exp_path = load_expectations(exp).path or "(the OpenAI reference: --expect openai)"
     exp_new_path = load_expectations(exp_new).path or "(the OpenAI reference: --expect openai)"
-    arguments = check_arguments(old_m, new_m, say=say)  # before any launch: a flag the new release rejects is named
+    with progress("[arguments]", say=say) as stage:  # reading a release's flags may install it first
+        arguments = check_arguments(old_m, new_m, say=stage.say)  # before any launch: a rejected flag is named
     sides = []
     for m, e in ((old_m, exp), (new_m, exp_new)):
         if arguments["launch_refused"]:
             say(f"[{m.name}] not launched: {arguments['launch_refused']}")
             sides.append(_not_launched(m, arguments["launch_refused"]))
             continue
-        say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
-        sides.append(collect_side(m, out, sets, expectations=e, conformance=conformance, say=say))
+        # minutes per side: install, launch, golden, metrics, conformance; each line collect_side says is the stage
+        with progress(f"[{m.name}]", say=say) as stage:
+            stage.say(f"[{m.name}] launching {m.engine.kind} {m.engine.version}")
+            sides.append(collect_side(m, out, sets, expectations=e, conformance=conformance, say=stage.say))
         side = sides[-1]
         say(f"[{m.name}] done in {side['wall_seconds']} s" + (f": {side['error']}" if not side["ok"] else ""))
     old_side, new_side = sides

@@ -50,6 +50,7 @@ def no_launch(monkeypatch):
         return f
 
     import harness.launch.session as session
+    import harness.run  # noqa: F401  bound to the real launch first: a first import under the patch would keep the fake
 
     for name in ("launch", "prepare", "start_verified"):
         monkeypatch.setattr(session, name, fail(f"harness.launch.session.{name}"))

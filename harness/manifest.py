@@ -15,10 +15,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.engines import PROFILES, EngineProfile, profile_for
-from harness.engines.llamacpp_build import PROJECT_NAME, SDIST_FILENAME
 from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env, refused_loader_env
 from harness.net import is_loopback_host
+from harness.pkgnames import PROJECT_NAME, SDIST_FILENAME
 from harness.readers import read_bytes
 from harness.settings import DEFAULT_MANIFEST, ENV_NAME, harness_home
 from harness.yamlfile import read_yaml_mapping, validate_as

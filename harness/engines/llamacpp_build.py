@@ -52,6 +52,7 @@ from typing import IO, TextIO
 
 from harness.errors import InstallError
 from harness.hashing import file_sha256
+from harness.pkgnames import PROJECT_NAME, SDIST_FILENAME
 from harness.settings import harness_home
 from harness.shown import shown
 
@@ -76,10 +77,6 @@ __all__ = [
     "SDIST_FILENAME",
 ]
 
-# A PyPI project name as a requirement line may hold it (PEP 508: no URL, marker, extra or option), and an sdist's
-# plain file name (no directory, no leading '-'). Used with fullmatch only.
-PROJECT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-SDIST_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:tar\.gz|zip)")
 _EXACT_VERSION = re.compile(r"\d+(?:\.\d+)*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 

@@ -110,7 +110,7 @@ def cmd_install(args) -> int:
 
     m = load_manifest(args.manifest)
     if m.runtime.source is not None:
-        binary = m.profile.build_from_source(m.runtime.source, m.engine.version)
+        binary = m.profile.build_from_source(m.runtime.source, m.engine.version, build_lock=m.source_build_lock)
         print(f"ready: {binary} (source sha256 {m.runtime.source.sha256})")
         return 0
     if m.runtime.python is None:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from harness.engines import PROFILES, EnvAddition
 from harness.errors import HarnessError, InstallError
+from harness.lockedenv import find_uv, uv_environment
 from harness.manifest import LOCK_MAX_BYTES, Manifest, env_dir_name, load_manifest, parse_lock_text
 from harness.outputs import atomic_write_text
 from harness.readers import read_bytes, read_json, read_text
@@ -339,14 +340,6 @@ def _build(env: EngineEnv, manifest: Manifest, quiet: bool) -> None:
     _say(f"engine env: installed in {marker['install_seconds']} s with {installer}", quiet)
 
 
-def find_uv() -> str | None:
-    """The uv binary: the one the `uv` distribution ships beside this Python, else `uv` on PATH; None without it."""
-    beside = Path(sys.executable).parent / "uv"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("uv")
-
-
 def _tool_version(cmd: list[str]) -> str:
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.split()
@@ -373,18 +366,6 @@ def pip_find_links() -> list[str]:
             if item not in found:
                 found.append(item)
     return found
-
-
-def uv_environment() -> dict[str, str]:
-    """The environment uv runs with: the shared cache under $HARNESS_HOME, linked by hardlinks, no pip config, and no
-    uv config either (UV_NO_CONFIG: a uv.toml beside the lock or above it, a pyproject's [tool.uv] or the user's uv
-    config would otherwise choose the index the lock is resolved or installed from)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
-    env["UV_NO_CONFIG"] = "1"
-    env["UV_CACHE_DIR"] = str(harness_home() / "uv-cache")
-    env["UV_LINK_MODE"] = "hardlink"
-    env["UV_NO_PROGRESS"] = "1"
-    return env
 
 
 def _install_uv(uv: str, env: EngineEnv, quiet: bool) -> None:

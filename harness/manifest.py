@@ -124,6 +124,12 @@ class SourceRuntime(_Strict):
     filename: str = Field(description="the sdist's file name")
     sha256: str = Field(description="sha256 of the sdist; checked before anything is extracted")
     subdir: str = Field(description="the engine's tree inside the archive, below its top directory")
+    build_lock: str | None = Field(
+        default=None,
+        description="hashed lock of the sdist's build backend (relative to the manifest): pip prepares the archive's"
+        " metadata with exactly these packages (--no-build-isolation), so nothing unhashed from an index is installed"
+        " or run; without it only what the harness's own Python has may prepare it",
+    )
 
     @field_validator("sha256")
     @classmethod
@@ -283,6 +289,11 @@ class Manifest(_Strict):
         return self.resolve(self.runtime.python.lock) if self.runtime.python else None
 
     @property
+    def source_build_lock(self) -> Path | None:
+        src = self.runtime.source
+        return self.resolve(src.build_lock) if src is not None and src.build_lock else None
+
+    @property
     def model_is_reference(self) -> bool:
         return self.model.source == "reference-tiny"
 
@@ -361,9 +372,9 @@ def parse_lock_text(text: str) -> dict[str, str]:
     return pins
 
 
-def read_lock(manifest_path: Path, lock: Path, pinned_sha256: str | None = None) -> bytes:
+def read_lock(manifest_path: Path, lock: Path, pinned_sha256: str | None = None,
+              field: str = "runtime.python.lock") -> bytes:  # fmt: skip
     """The lock file's bytes, bounded, checked against its pin and for its contents; ManifestError on any problem."""
-    field = "runtime.python.lock"
     try:
         data = read_bytes(lock, "lock", max_bytes=LOCK_MAX_BYTES)
     except ManifestError as exc:
@@ -420,6 +431,8 @@ def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
             "missing: an image is pinned by sha256 digest (run `harness pin` where the image is present)",
         )
     lock = read_lock(p, m.lock_path, m.runtime.python.lock_sha256) if m.runtime.python is not None else None
+    if m.source_build_lock is not None:
+        read_lock(p, m.source_build_lock, field="runtime.source.build_lock")
     _check_preload(p, m, lock)
     if not m.model_is_reference and not m.resolve(m.model.source).is_dir():
         raise ManifestError(p, "model.source", f"not 'reference-tiny' and not a directory: {_shown(m.model.source)}")

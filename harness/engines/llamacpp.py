@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.engines.profile import EngineProfile, Identity, MetricNames
+from harness.engines.profile import HEALTH_LIVENESS, EngineProfile, Identity, MetricNames
 
 __all__ = ["LLAMACPP"]
 
@@ -22,12 +22,13 @@ class _LlamaCpp(EngineProfile):
 
         return build_reference_gguf(dest)
 
-    def build_from_source(self, source: Any, version: str, *, quiet: bool = False) -> Path:
+    def build_from_source(self, source: Any, version: str, *, quiet: bool = False,
+                          build_lock: Path | None = None) -> Path:  # fmt: skip
         from harness.engines.llamacpp_build import SourcePin, ensure_llama_server
 
         pin = SourcePin(
             package=source.package, version=source.version, filename=source.filename, sha256=source.sha256,
-            subdir=source.subdir, commit=version,
+            subdir=source.subdir, commit=version, build_lock=build_lock,
         )  # fmt: skip
         if quiet:
             return ensure_llama_server(pin.sha256, pin=pin, progress=lambda line: None)
@@ -75,6 +76,7 @@ LLAMACPP = _LlamaCpp(
         generation_tokens="llamacpp:tokens_predicted_total",
         prefix_hits="llamacpp:prompt_tokens_cached_total",  # "Number of prompt tokens reused from the cache"
     ),
+    liveness=HEALTH_LIVENESS,  # GET /health == 200 while the engine is ready
     # llama.cpp's common_params parser: each flag has short and long spellings and an LLAMA_ARG_* variable
     forbidden_args={
         "--host": f"{_HARNESS} server.host",

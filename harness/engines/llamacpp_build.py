@@ -89,6 +89,7 @@ class SourcePin:
     sha256: str  # of that file
     subdir: str  # the llama.cpp tree inside the archive, below its top directory
     commit: str  # upstream llama.cpp commit vendored there (what --version and /props report)
+    build_lock: Path | None = None  # hashed lock of the sdist's build backend (runtime.source.build_lock)
 
 
 LLAMA_CPP_SOURCE = SourcePin(
@@ -246,7 +247,10 @@ def fetch_archive(
     """The pinned sdist under $HARNESS_HOME/downloads/<sha256>/, fetched with `pip download` if absent, verified.
 
     The hash goes to pip as a requirement file in --require-hashes mode: pip then compares it right after the
-    download, before preparing the sdist's metadata, which would run the archive's own build backend."""
+    download, before preparing the sdist's metadata, which would run the archive's own build backend. That
+    preparation runs with --no-build-isolation in a Python made from the pin's hashed build lock (harness.lockedenv),
+    so pip installs nothing from the index for it; without a build lock, only the harness's own Python may prepare it
+    (and an archive whose backend it lacks is refused rather than given one from the index)."""
     requirement = _requirement_line(pin, archive_sha256)
     dest = Path(home or harness_home()) / "downloads" / archive_sha256
     path = dest / pin.filename
@@ -256,18 +260,20 @@ def fetch_archive(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{archive_sha256[:12]}.", suffix=".tmp", dir=dest.parent))
     try:
+        python = _fetch_python(pin, progress)
         progress(f"fetching {pin.package}=={pin.version} (sdist) with pip download, sha256 checked by pip first")
         req_file = tmp / "requirement.txt"
         req_file.write_text(requirement, encoding="ascii")
         downloaded = tmp / "download"
         cmd = [
-            sys.executable,
+            str(python),
             "-m",
             "pip",
             "download",
             "--no-deps",
             "--no-binary",
             ":all:",
+            "--no-build-isolation",  # the metadata is prepared with the hashed build lock's packages, none from the index
             "--require-hashes",
             "--disable-pip-version-check",
             "-r",
@@ -285,6 +291,16 @@ def fetch_archive(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def _fetch_python(pin: SourcePin, progress: Progress) -> Path:
+    """The Python whose pip fetches the archive: one made from the pin's hashed build lock, else the harness's own."""
+    if pin.build_lock is None:
+        return Path(sys.executable)
+    from harness.lockedenv import locked_env
+
+    progress(f"build backend for {pin.package}=={pin.version}: from {pin.build_lock.name} (hashed)")
+    return locked_env(f"fetch-{pin.package}-{pin.version}", [pin.build_lock])
 
 
 def vendored_commit(archive: Path, subdir: str) -> str | None:

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EngineProfile", "MetricNames", "Identity", "IdentityProblem", "EnvAddition"]
+__all__ = [
+    "EngineProfile",
+    "MetricNames",
+    "Identity",
+    "IdentityProblem",
+    "EnvAddition",
+    "LivenessCheck",
+    "HEALTH_LIVENESS",
+    "OPENAI_LIVENESS",
+    "NO_HTTP_ANSWER",
+]
 
 
 class IdentityProblem(Exception):
@@ -60,6 +70,47 @@ class Identity:
     container_model_field: str | None = None
 
 
+NO_HTTP_ANSWER = "no HTTP answer"  # LivenessCheck.problem for a request that got no response at all
+
+
+@dataclass(frozen=True)
+class LivenessCheck:
+    """How a running server shows it is alive: one GET answered with `status` and, with `json_list`, a JSON object
+    whose `data` is a list (the shape of `GET /v1/models`, so a catch-all page or a proxy's error page is no proof)."""
+
+    path: str
+    status: int = 200
+    json_list: bool = False
+
+    def __str__(self) -> str:
+        return f"GET {self.path} == {self.status}" + (" with a JSON list" if self.json_list else "")
+
+    def problem(self, status: int | None, body: bytes) -> str:
+        """What the answer lacks to prove life ("" when it proves it); `status` None means no HTTP answer at all."""
+        if status is None:
+            return NO_HTTP_ANSWER
+        if status != self.status:
+            return f"it answered HTTP {status}"
+        if self.json_list and not _is_json_list(body):
+            return f"it answered HTTP {status} with a body that is not a JSON object with a data list"
+        return ""
+
+
+def _is_json_list(body: bytes) -> bool:
+    import json
+
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("data"), list)
+
+
+HEALTH_LIVENESS = LivenessCheck("/health")  # vLLM, TGI and llama-server: 200 while ready
+# a server no profile describes: the cheap request every OpenAI-compatible server answers
+OPENAI_LIVENESS = LivenessCheck("/v1/models", json_list=True)
+
+
 @dataclass(frozen=True)
 class EnvAddition:
     """A small distribution of the harness's own added to a Python engine environment (see the profile that has one)."""
@@ -80,6 +131,7 @@ class EngineProfile:
     api_key_env: str  # the variable the engine reads its API key from (never argv: ps would show it)
     identity: Identity
     metrics: MetricNames
+    liveness: LivenessCheck  # what the conformance runner asks after a failed case: is the server still there?
     forbidden_args: Mapping[str, str]  # flag -> why a manifest may not set it (read as the engine reads flags)
     forbidden_env: Mapping[str, str]
     harmless_env: frozenset[str] = frozenset()  # engine variables whose values reports may show
@@ -128,7 +180,8 @@ class EngineProfile:
 
         return build_reference_model(dest)
 
-    def build_from_source(self, source: Any, version: str, *, quiet: bool = False) -> Path:
+    def build_from_source(self, source: Any, version: str, *, quiet: bool = False,
+                          build_lock: Path | None = None) -> Path:  # fmt: skip
         """runtime.source: the verified server binary of the pinned source build (built once, then verified)."""
         raise NotImplementedError(f"{self.title} has no source build")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.engines.profile import EngineProfile, Identity, MetricNames
+from harness.engines.profile import HEALTH_LIVENESS, EngineProfile, Identity, MetricNames
 
 __all__ = ["TGI"]
 
@@ -35,6 +35,7 @@ TGI = _Tgi(
         generation_tokens="tgi_request_generated_tokens_sum",
         request_success="tgi_request_success",
     ),
+    liveness=HEALTH_LIVENESS,  # GET /health == 200 while the engine is ready
     forbidden_args={
         "--hostname": f"{_HARNESS} server.host",
         "--port": f"{_HARNESS} server.port / runtime.docker.container_port",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.engines.profile import EngineProfile, EnvAddition, Identity, MetricNames
+from harness.engines.profile import HEALTH_LIVENESS, EngineProfile, EnvAddition, Identity, MetricNames
 
 __all__ = ["VLLM"]
 
@@ -171,6 +171,7 @@ VLLM = _Vllm(
         cache_config="vllm:cache_config_info",
     ),
     # vLLM parses flags with argparse (FlexibleArgumentParser): see harness.launch.argcheck for how they are read
+    liveness=HEALTH_LIVENESS,  # GET /health == 200 while the engine is ready
     forbidden_args={
         "--host": f"{_HARNESS} server.host",
         "--port": f"{_HARNESS} server.port",

@@ -65,7 +65,9 @@ def prepare(
 
         env_dir = ensure_env(m, quiet=quiet).path
     if m.runtime.source is not None:
-        binary = m.profile.build_from_source(m.runtime.source, m.engine.version, quiet=quiet)
+        binary = m.profile.build_from_source(
+            m.runtime.source, m.engine.version, quiet=quiet, build_lock=m.source_build_lock
+        )
         _say(f"engine: verified source build {binary}", quiet)
     spec = LaunchSpec(
         manifest=m, run_id=run_id, run_dir=run_dir, model_dir=model_dir, port=port, host=m.server.host,

@@ -53,7 +53,7 @@ def _runtime(manifest: Manifest, install: bool, say: Callable[[str], None]) -> P
     src = manifest.runtime.source
     if src is not None:
         if install:
-            return p.build_from_source(src, manifest.engine.version, quiet=True)
+            return p.build_from_source(src, manifest.engine.version, quiet=True, build_lock=manifest.source_build_lock)
         binary = p.built_binary(src, manifest.engine.version)
         if binary is None:
             raise SurfaceUnavailable(

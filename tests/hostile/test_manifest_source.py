@@ -15,6 +15,7 @@ from harness.settings import REPO_ROOT
 
 LLAMACPP = REPO_ROOT / "manifests" / "llamacpp-0c1e570-cpu.yaml"
 BASE = yaml.safe_load(LLAMACPP.read_text())
+BASE["runtime"]["source"]["build_lock"] = str(LLAMACPP.parent / BASE["runtime"]["source"]["build_lock"])
 SHA = BASE["runtime"]["source"]["sha256"]
 VLLM_LOCK = str(REPO_ROOT / "manifests" / "locks" / "vllm-0.11.0-cpu.txt")
 

@@ -52,6 +52,7 @@ def vllm_with_env(env: dict[str, str]) -> dict:
 
 def llamacpp_with(section: str, **fields) -> dict:
     data = yaml.safe_load(LLAMACPP.read_text())
+    data["runtime"]["source"]["build_lock"] = str(LLAMACPP.parent / data["runtime"]["source"]["build_lock"])
     node = data["runtime"]["source"] if section == "source" else data.setdefault("server", {}).setdefault("env", {})
     node.update(fields)
     return data
@@ -113,8 +114,10 @@ def fake_index(monkeypatch):
 
     class Index(http.server.BaseHTTPRequestHandler):
         archive = b""
+        requested: list[str] = []
 
         def do_GET(self):
+            Index.requested.append(self.path)
             if self.path.rstrip("/") == "/simple/evilpkg":
                 body, kind = b'<html><body><a href="/files/evilpkg-1.0.tar.gz">evilpkg-1.0.tar.gz</a></body></html>', "text/html"  # fmt: skip
             elif self.path == "/files/evilpkg-1.0.tar.gz":
@@ -175,6 +178,34 @@ def test_finding_1_the_pinned_sdist_is_still_fetched(tmp_path, fake_index):
     path = sb.fetch_archive(sha, EVIL_PIN, home=tmp_path / "home", progress=lambda s: None)
     assert path == tmp_path / "home" / "downloads" / sha / "evilpkg-1.0.tar.gz"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+
+
+def test_finding_1_the_pinned_sdists_build_backend_is_never_taken_from_the_index(tmp_path, fake_index):
+    """Finding 1, its other half: with the hash right, pip prepared the sdist's metadata in an isolated build
+    environment, installing the backend the archive names from the index, unhashed (any index could serve code for
+    it). Now pip prepares it --no-build-isolation with the pin's hashed build lock's packages (or the harness's own
+    Python): the index is never asked for the backend, and an archive whose backend is not there is refused."""
+    marker = tmp_path / "ran.txt"
+    fake_index.archive = _sdist("evilpkg-1.0", {
+        "pyproject.toml": '[build-system]\nrequires = ["evilbackend"]\nbuild-backend = "evilbackend"\n',
+        "PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n",
+    })  # fmt: skip
+    sha = hashlib.sha256(fake_index.archive).hexdigest()
+    with pytest.raises(InstallError) as e:
+        sb.fetch_archive(sha, EVIL_PIN, home=tmp_path / "home", progress=lambda s: None)
+    assert not [p for p in fake_index.requested if "evilbackend" in p], fake_index.requested
+    assert "\n" not in str(e.value) and not marker.exists()
+    assert not list((tmp_path / "home" / "downloads").rglob("*.tar.gz"))
+
+
+def test_finding_1_the_llamacpp_manifest_pins_its_build_backend():
+    """The llama.cpp manifest names a hashed lock of its sdist's build backend, and validate reads it as a lock."""
+    from harness.manifest import load_manifest
+
+    m = load_manifest(LLAMACPP)
+    assert m.source_build_lock is not None and m.source_build_lock.is_file()
+    text = m.source_build_lock.read_text()
+    assert "scikit-build-core==" in text and "--hash=sha256:" in text
 
 
 # --------------------------------------------------------- finding 2: runtime.source.package is a URL or pip option

@@ -29,9 +29,11 @@ API_KEY = "llamacpp-test-key-5e1f"  # a test value; nothing derived from it is e
 
 def manifest_variant(directory: Path, name: str = "llamacpp-variant.yaml", **changes) -> Path:
     """The committed llama.cpp manifest with `changes` (dotted keys joined by `__`: engine__version="deadbee"),
-    written to `directory`. The manifest has no relative paths (reference model, source archive by hash), so a copy
-    elsewhere means the same."""
+    written to `directory`."""
     data = yaml.safe_load(LLAMACPP_MANIFEST.read_text())
+    # its one relative path (the sdist's hashed build lock) made absolute, so the copy means the same
+    src = data["runtime"]["source"]
+    src["build_lock"] = str(LLAMACPP_MANIFEST.parent / src["build_lock"])
     for dotted, value in changes.items():
         node = data
         *parents, leaf = dotted.split("__")

@@ -30,6 +30,8 @@ def variant(tmp_path: Path, base: Path, name: str, **engine) -> Path:
     rt = data["runtime"]
     if "python" in rt:
         rt["python"]["lock"] = str((base.parent / rt["python"]["lock"]).resolve())
+    if rt.get("source", {}).get("build_lock"):
+        rt["source"]["build_lock"] = str((base.parent / rt["source"]["build_lock"]).resolve())
     if "docker" in rt:
         rt["docker"]["digest"] = "sha256:" + "b" * 64
     p = tmp_path / name

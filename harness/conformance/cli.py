@@ -7,11 +7,13 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.conformance.expectations import FAULT_KEYS
 from harness.errors import UsageError
 from harness.settings import DEFAULT_API_KEY_ENV, api_key_from_env
+from harness.shown import shown
 
 __all__ = ["register"]
 
@@ -35,6 +37,30 @@ def register(sub) -> None:
     )
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument(
+        "--engine-url",
+        metavar="URL",
+        help="with --url GATEWAY: the loopback URL of the engine behind the gateway; the wire is judged at the"
+        " gateway, the engine's own state (its /metrics for the metrics and cancellation cases) is read here",
+    )
+    p.add_argument(
+        "--engine-api-key-env",
+        default=None,
+        metavar="NAME",
+        help="with --engine-url: the environment variable holding the engine's own API key (default: no key)",
+    )
+    p.add_argument(
+        "--compare-direct",
+        action="store_true",
+        help="with --url GATEWAY --engine-url ENGINE --out DIR: run the suite at the engine directly (DIR/direct/)"
+        " and through the gateway (DIR/gateway/), and write what the gateway changes for clients, case by case"
+        " (DIR/comparison.json, comparison.xml, comparison.html); exit 1 when a MUST case gets worse",
+    )
+    p.add_argument(
+        "--direct-expect",
+        metavar="NAME",
+        help="with --compare-direct: the expectation file the direct run is judged by (default: --expect's)",
+    )
+    p.add_argument(
         "--out",
         help="directory for conformance.json, junit.xml, conformance.html and evidence/ (every case's wire trace)",
     )
@@ -42,14 +68,17 @@ def register(sub) -> None:
         "--rejudge",
         metavar="RUN_DIR",
         help="judge a saved run (RUN_DIR/evidence, written by --out) again, with no engine: each case's own code on"
-        " the saved exchanges; needs --expect",
+        " the saved exchanges; needs --expect (-k selects saved cases; the saved run's bounds and model are used)",
     )
     p.add_argument(
         "--render",
         metavar="RUN_DIR",
-        help="write RUN_DIR/conformance.html again from RUN_DIR/conformance.json and RUN_DIR/evidence (no engine)",
+        help="write RUN_DIR/conformance.html again from RUN_DIR/conformance.json and RUN_DIR/evidence (no engine;"
+        " takes no other option)",
     )
-    p.add_argument("--force", action="store_true", help="replace conformance.json / junit.xml already in --out")
+    p.add_argument("--force", action="store_true",
+                   help="replace conformance.json, junit.xml, conformance.html and evidence/ already in --out (an"
+                   " evidence/ that is a symbolic link is never written through)")  # fmt: skip
     p.add_argument(
         "--max-seconds",
         type=float,
@@ -109,6 +138,61 @@ def cmd_list() -> int:
     return 0
 
 
+# The options each mode of `conform` takes (argparse dest names). Any other option given is refused: a mode never
+# quietly ignores one (`--render DIR --out X` rewrote DIR/conformance.html).
+MODE_OPTIONS: dict[str, frozenset[str]] = {
+    "--list": frozenset({"list"}),
+    "--render": frozenset({"render"}),
+    "--rejudge": frozenset({"rejudge", "expect", "out", "force", "max_seconds", "cases", "fault"}),
+    "--url": frozenset(
+        {"url", "expect", "api_key_env", "model", "out", "force", "max_seconds", "stream_seconds", "cases", "fault"}
+    )
+    | {"engine_url", "engine_api_key_env", "compare_direct", "direct_expect"},  # a gateway and the engine behind it
+    "MANIFEST": frozenset(
+        {"manifest", "expect", "out", "force", "max_seconds", "stream_seconds", "cases", "fault", "extra_arg"}
+    ),
+}
+FLAGS = {"manifest": "MANIFEST", "url": "--url", "expect": "--expect", "api_key_env": "--api-key-env",
+         "model": "--model", "out": "--out", "rejudge": "--rejudge", "render": "--render", "force": "--force",
+         "max_seconds": "--max-seconds", "stream_seconds": "--stream-seconds", "cases": "-k", "fault": "--fault",
+         "list": "--list", "extra_arg": "--extra-arg", "engine_url": "--engine-url",
+         "engine_api_key_env": "--engine-api-key-env", "compare_direct": "--compare-direct",
+         "direct_expect": "--direct-expect"}  # fmt: skip
+GATEWAY_OPTIONS = ("engine_url", "engine_api_key_env", "compare_direct", "direct_expect")
+WHY_NOT = {("MANIFEST", "api_key_env"): "a launched engine takes its key from the manifest (server.api_key_env)",
+           ("MANIFEST", "model"): "a launched engine serves the manifest's model",
+           ("--rejudge", "stream_seconds"): "the saved run's bound is judged again (evidence/index.json)",
+           ("--rejudge", "model"): "the saved run's model is judged again",
+           **{(m, d): "a gateway is checked by attaching to it: --url GATEWAY --engine-url ENGINE"
+              for m in ("MANIFEST", "--rejudge", "--render", "--list") for d in GATEWAY_OPTIONS}}  # fmt: skip
+
+
+def _given(value: object) -> bool:
+    """An option the user gave (argparse leaves None, False or an empty list for one not given)."""
+    return not (value is None or value is False or (isinstance(value, list) and not value))
+
+
+def conform_mode(args: argparse.Namespace) -> str:
+    """Which mode `conform` runs in (a key of MODE_OPTIONS); every option given that it does not take is a UsageError."""
+    order = (("--list", "list"), ("--render", "render"), ("--rejudge", "rejudge"), ("--url", "url"),
+             ("MANIFEST", "manifest"))  # fmt: skip
+    mode = next((m for m, dest in order if _given(getattr(args, dest, None))), None)
+    if mode is None and any(_given(getattr(args, d, None)) for d in GATEWAY_OPTIONS):
+        raise UsageError("--engine-url (and the other gateway options) need --url GATEWAY: the gateway is what is"
+                         " checked, the engine behind it is where its state is read")  # fmt: skip
+    if mode is None:
+        raise UsageError(
+            "give either a MANIFEST to launch or --url to attach (or --rejudge / --render RUN_DIR, --list)"
+        )
+    extra = [d for d in FLAGS if d not in MODE_OPTIONS[mode] and _given(getattr(args, d, None))]
+    if extra:
+        takes = ", ".join(FLAGS[d] for d in FLAGS if d in MODE_OPTIONS[mode] and FLAGS[d] != mode) or "nothing else"
+        why = "; ".join(WHY_NOT[(mode, d)] for d in extra if (mode, d) in WHY_NOT)
+        raise UsageError(f"conform {mode} does not take {', '.join(FLAGS[d] for d in extra)}"
+                         f"{f' ({why})' if why else ''}; it takes {takes}")  # fmt: skip
+    return mode
+
+
 def with_faults(patterns: list[str] | None, faults: list[str]) -> list[str] | None:
     """-k patterns plus `--fault NAME`: the default suite (or the -k selection), then the fault case."""
     if not faults:
@@ -116,62 +200,62 @@ def with_faults(patterns: list[str] | None, faults: list[str]) -> list[str] | No
     return [*(patterns or ["*"]), *(f"fault.{f}" for f in faults)]
 
 
-def _seconds(value: float | None, flag: str) -> float | None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{flag}: need a number of seconds over 0, got {value!r}")
+def _seconds(value: float | None, flag: str, most: float = math.inf) -> float | None:
+    if value is not None and not (math.isfinite(value) and 0 < value <= most):
+        over = f" and at most {most:g}" if math.isfinite(most) else ""
+        raise UsageError(f"{flag}: need a number of seconds over 0{over}, got {value!r}")
     return value
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
+    from harness.conformance.evidence import MAX_STREAM_S_SAVED
     from harness.conformance.expectations import default_expectation, load_expectations
-    from harness.conformance.report import OUTPUT_NAMES, print_table
-    from harness.conformance.runner import new_ctx, run_suite_sync
+    from harness.conformance.report import print_table
+    from harness.conformance.runner import new_ctx
     from harness.net import loopback_url, redact_url
-    from harness.outputs import output_dir
 
-    if args.list:
+    mode = conform_mode(args)  # before anything else: an option the mode would ignore is refused
+    if mode == "--list":
         return cmd_list()
     args.cases = with_faults(args.cases, args.fault)
-    if args.render:
-        if args.url or args.manifest or args.rejudge:
-            raise UsageError("--render takes only a RUN_DIR (no MANIFEST, --url or --rejudge)")
+    if mode == "--render":
         from harness.conformance.html import write_html
         from harness.conformance.report import read_report
 
         doc = read_report(Path(args.render) / "conformance.json").to_dict()
-        print(f"wrote {write_html(args.render, doc)}")
+        print(f"wrote {shown(write_html(args.render, doc))}")
         return 0
-    if args.rejudge:
+    if mode == "--rejudge":
         return cmd_rejudge(args)
-    if bool(args.url) == bool(args.manifest):
-        raise UsageError("give either a MANIFEST to launch or --url to attach (not both)")
     bounds = {}  # only what was given: the defaults live with the runner and the context
-    if _seconds(args.stream_seconds, "--stream-seconds") is not None:
+    # at most what a saved run's evidence index may hold, so every run written can be judged again
+    if _seconds(args.stream_seconds, "--stream-seconds", MAX_STREAM_S_SAVED) is not None:
         bounds["max_stream_s"] = args.stream_seconds
     suite = {"max_wall_s": args.max_seconds} if _seconds(args.max_seconds, "--max-seconds") is not None else {}
-    if args.url:
+    if mode == "--url":
         url = loopback_url(args.url)  # the one loopback rule: parsed address, before any socket
+        gw = _gateway_args(args)
         if not args.expect:
             raise UsageError("--expect NAME is required with --url")
         exp = load_expectations(args.expect)
         key = api_key_from_env(args.api_key_env)
+        if args.compare_direct:
+            return _compare_direct(args, url, exp, key, gw, bounds, suite)
         if args.out:  # checked before any request: a refused --out costs nothing
-            output_dir(args.out, OUTPUT_NAMES, force=args.force)
-        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, key), **bounds)
+            _check_out(args)
+        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, key),
+                      engine_url=gw.url, engine_api_key=gw.key, **bounds)  # fmt: skip
         t_ready = time.monotonic()
-        report = run_suite_sync(ctx, patterns=args.cases, engine_info={"url": redact_url(url)}, **suite)
+        info = {"url": redact_url(url), **({"engine_url": redact_url(gw.url)} if gw.url else {})}
+        report = _run(ctx, key, patterns=args.cases, engine_info=info, **suite)
         return _finish(report, args, t_ready, print_table, _writer(ctx, report))
 
     from harness.launch.session import launch
     from harness.manifest import load_manifest
 
-    if args.api_key_env is not None:
-        raise UsageError(
-            "--api-key-env is for --url; a launched engine takes its key from the manifest (server.api_key_env)"
-        )
     m = load_manifest(args.manifest)
     exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
-    run_dir = output_dir(args.out, OUTPUT_NAMES, force=args.force) if args.out else None
+    run_dir = _check_out(args) if args.out else None
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
         ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
@@ -183,13 +267,113 @@ def cmd_conform(args: argparse.Namespace) -> int:
             "url": eng.base_url,
             "identity": getattr(eng, "identity", {}),
         }
-        report = run_suite_sync(ctx, patterns=args.cases, engine_info=info, **suite)
+        report = _run(ctx, eng.api_key, patterns=args.cases, engine_info=info, **suite)
         if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
             doc = report.to_dict()
             doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
             _writer(ctx, report)(doc, args.out)
             t_ready = None
     return _finish(report, args, t_ready, print_table, _writer(ctx, report))
+
+
+@dataclass(frozen=True)
+class GatewayArgs:
+    url: str = ""  # the engine behind the gateway ("" when --url is the engine itself)
+    key: str | None = None  # the engine's own key
+    direct_expect: str = ""  # the expectation file of the direct run (--compare-direct)
+
+
+def _gateway_args(args: argparse.Namespace) -> GatewayArgs:
+    """--engine-url and its companions, checked before any socket: the engine URL by the one loopback rule."""
+    from harness.net import loopback_url
+
+    if args.engine_url is None:
+        given = [FLAGS[d] for d in GATEWAY_OPTIONS[1:] if _given(getattr(args, d, None))]
+        if given:
+            raise UsageError(f"{', '.join(given)} need --engine-url ENGINE (the engine behind the gateway at --url)")
+        return GatewayArgs()
+    url = loopback_url(args.engine_url, what="--engine-url")
+    if url == loopback_url(args.url):
+        raise UsageError("--engine-url is the --url itself: give the gateway as --url and the engine behind it as"
+                         " --engine-url")  # fmt: skip
+    if args.direct_expect and not args.compare_direct:
+        raise UsageError("--direct-expect needs --compare-direct (it names the direct run's expectation file)")
+    if args.compare_direct and not args.out:
+        raise UsageError("--compare-direct needs --out DIR (the two runs and the comparison are written there)")
+    key = None
+    if args.engine_api_key_env is not None:
+        try:
+            key = api_key_from_env(args.engine_api_key_env)
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--api-key-env", "--engine-api-key-env", 1)) from None
+    return GatewayArgs(url=url, key=key, direct_expect=args.direct_expect or args.expect or "")
+
+
+def _compare_direct(args: argparse.Namespace, url: str, exp, key: str | None, gw: GatewayArgs, bounds: dict,
+                    suite: dict) -> int:  # fmt: skip
+    """The suite at the engine directly (DIR/direct/), then through the gateway (DIR/gateway/), and the comparison
+    (DIR/comparison.*). Every output place is checked before the first request."""
+    from harness.conformance.compare import COMPARISON_NAMES, compare, summary_lines, write_comparison
+    from harness.conformance.expectations import load_expectations
+    from harness.conformance.report import COUNTED
+    from harness.conformance.runner import new_ctx
+    from harness.net import redact_url
+    from harness.outputs import output_dir
+
+    direct_exp = load_expectations(gw.direct_expect)
+    out = output_dir(args.out, COMPARISON_NAMES, force=args.force)
+    sides = {name: argparse.Namespace(**{**vars(args), "out": str(out / name)}) for name in ("direct", "gateway")}
+    for side in sides.values():
+        _check_out(side)
+    docs = {}
+    for name, target, side_exp, side_key, engine_url, model in (
+        ("direct", gw.url, direct_exp, gw.key, "", ""),
+        ("gateway", url, exp, key, gw.url, args.model or ""),
+    ):
+        side = sides[name]
+        ctx = new_ctx(target, side_exp, api_key=side_key, model=model, evidence=_recorder(side, side_key),
+                      engine_url=engine_url, engine_api_key=gw.key if engine_url else None, **bounds)  # fmt: skip
+        info = {"url": redact_url(target), **({"engine_url": redact_url(engine_url)} if engine_url else {})}
+        report = _run(ctx, side_key, patterns=args.cases, engine_info=info, **suite)
+        doc = report.to_dict()
+        _writer(ctx, report)(doc, side.out)
+        c = doc["counts"]
+        print(shown(f"{name}: {len(doc['cases'])} cases in {doc['duration_s']:.1f}s: "
+                    + "  ".join(f"{k}={c.get(k, 0)}" for k in COUNTED)
+                    + (f"; aborted: {doc['aborted']}" if doc.get("aborted") else "")))  # fmt: skip
+        docs[name] = doc
+    from harness.secrets import scrub_tree
+
+    cmp = scrub_tree(compare(docs["direct"], docs["gateway"]), [key, gw.key])  # neither run's key is shown
+    assert isinstance(cmp, dict)  # scrub_tree keeps a dict a dict
+    write_comparison(cmp, out)
+    for line in summary_lines(cmp):
+        print(shown(line))
+    print(f"wrote {shown(out / 'comparison.json')}, comparison.xml, comparison.html, direct/ and gateway/")
+    return 0 if cmp["ok"] else 1
+
+
+def _check_out(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) -> Path:
+    """--out may be written (its files, and its evidence/ directory), before any work."""
+    from harness.conformance.evidence import check_evidence_out
+    from harness.conformance.report import OUTPUT_NAMES
+    from harness.outputs import output_dir
+
+    out = output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[p / "conformance.json" for p in inputs])
+    check_evidence_out(out, force=args.force, inputs=tuple(p / "evidence" for p in inputs))
+    return out
+
+
+def _run(ctx, key: str | None, **kw):
+    """run_suite_sync, then the run's API key (and any 6+ character prefix or suffix of it) scrubbed out of the
+    report: the table, conformance.json, junit.xml and conformance.html are all made from it, so none can show a key
+    the server echoed back (the evidence scrubs it as it is recorded)."""
+    from harness.conformance.report import scrub_report
+    from harness.conformance.runner import run_suite_sync
+
+    report = run_suite_sync(ctx, **kw)
+    scrub_report(report, [key])
+    return report
 
 
 def _recorder(args: argparse.Namespace, key: str | None):
@@ -217,36 +401,48 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
 
     from harness.conformance.expectations import load_expectations
     from harness.conformance.rejudge import rejudge
-    from harness.conformance.report import OUTPUT_NAMES, print_table, write_outputs
-    from harness.outputs import output_dir
+    from harness.conformance.report import print_table, write_outputs
 
-    if args.url or args.manifest:
-        raise UsageError("--rejudge RUN_DIR judges saved evidence: give no MANIFEST or --url")
     if not args.expect:
         raise UsageError("--expect NAME is required with --rejudge")
     exp = load_expectations(args.expect)
     src = Path(args.rejudge)
     if not src.is_dir():
         raise UsageError(f"--rejudge {src}: not a directory")
+    _seconds(args.max_seconds, "--max-seconds")
     if args.out:
-        if Path(args.out).resolve() == src.resolve():
-            raise UsageError("--out must differ from the --rejudge RUN_DIR (its evidence is what is judged)")
-        output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[src / "conformance.json"])
-    report = asyncio.run(rejudge(src, exp, out=args.out, max_wall_s=args.max_seconds))
+        _separate(src, Path(args.out))
+        _check_out(args, inputs=(src,))
+    report = asyncio.run(rejudge(src, exp, out=args.out, max_wall_s=args.max_seconds, patterns=args.cases))
     doc = report.to_dict()
     if args.out:
         write_outputs(doc, args.out)
     print_table(doc)
     rj = report.engine["rejudge"]
-    print(
+    different = ", ".join(rj["different"][:8])
+    print(shown(
         f"rejudged {rj['cases']} cases from {src}/evidence: {rj['same']} with the saved verdict, "
-        f"{len(rj['different'])} different{(' (' + ', '.join(rj['different'][:8]) + ')') if rj['different'] else ''}, "
+        f"{len(rj['different'])} different{f' ({different})' if different else ''}, "
         f"{len(rj['not_rejudged'])} not re-judgeable from the evidence"
         + (f"; {len(rj['not_in_suite'])} saved cases not in this suite" if rj["not_in_suite"] else "")
-    )
+    ))  # fmt: skip
     if args.out:
-        print(f"wrote {Path(args.out) / 'conformance.json'}, junit.xml and conformance.html")
+        print(f"wrote {shown(Path(args.out) / 'conformance.json')}, junit.xml, conformance.html and evidence/")
     return 0 if report.ok else 1
+
+
+def _separate(src: Path, out: Path) -> None:
+    """--out is neither RUN_DIR nor inside its evidence/ (what is judged), and RUN_DIR is not inside the evidence/
+    that --force would replace."""
+    from harness.outputs import same_file
+
+    s, o = src.resolve(), out.resolve()
+    if s == o or same_file(src, out):
+        raise UsageError("--out must differ from the --rejudge RUN_DIR (its evidence is what is judged)")
+    if (s / "evidence") in (o, *o.parents):
+        raise UsageError(f"--out {out}: inside the --rejudge RUN_DIR's evidence/, which is what is judged")
+    if (o / "evidence") in (s, *s.parents):
+        raise UsageError(f"--rejudge {src}: inside --out's evidence/, which the re-judge replaces")
 
 
 def _finish(report, args, t_ready, print_table, write_outputs) -> int:
@@ -279,12 +475,15 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
             for r in results:
                 counts[r.verdict] = counts.get(r.verdict, 0) + 1
             status = "FAIL" if fails else "ok"
-            print(f"{status:4s} {f}: {note}; " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+            print(shown(f"{status:4s} {f}: {note}; " + " ".join(f"{k}={v}" for k, v in sorted(counts.items()))))
             for r in results:
                 if r.verdict in ("fail", "error", "quirk", "quirk-absent"):
                     tags = "+".join(r.behaviours) or r.behaviour
                     where = f" @chunk {r.chunk}" if r.chunk is not None else ""
-                    print(f"     {r.verdict:6s} {r.id}: {tags}{where} {('— ' + r.note) if r.note else ''}".rstrip())
+                    # the note may quote the recorded stream: its control characters are shown, not sent
+                    print(
+                        shown(f"     {r.verdict:6s} {r.id}: {tags}{where} {('— ' + r.note) if r.note else ''}".rstrip())
+                    )
     if args.json:
         json.dump(all_out, sys.stdout, indent=2, default=str, ensure_ascii=False)
         print()
@@ -295,10 +494,10 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     from harness.conformance.expectations import load_expectations
     from harness.conformance.update import update_expectations
 
-    src = load_expectations(args.expect).path  # validates, and resolves a name to its file
-    if not src:
-        raise UsageError("--expect must name an expectation file (not the pure reference)")
+    # validates, and resolves a name to its file; `openai` (the plain reference) starts a new file for a server that
+    # has none yet (a server without an engine profile: engine.kind none)
+    src = load_expectations(args.expect).path or None
     for line in update_expectations(args.results, src, args.out, force=args.force) or ["(no changes)"]:
-        print(line)
-    print(f"wrote {args.out}")
+        print(shown(line))  # case ids and notes from the results file
+    print(f"wrote {shown(args.out)}")
     return 0

@@ -3,6 +3,11 @@
 Every exchange a case makes through the context is bounded: at most `max_stream_bytes` of body and `max_stream_s` of
 wall time (a server that stalls, drips or never ends its stream costs one bound, not an hour or the machine's memory).
 A probe runs once per suite even when the case that started it times out: the others wait for the same request.
+
+A gateway in front of an engine (`conform --url GATEWAY --engine-url ENGINE`): every request a case sends goes to
+the gateway (`client`, `new_client`), what a case reads of the engine's own state (`/metrics` scrapes, the engine
+death case's health polls) goes to the engine behind it (`engine_client`, `new_engine_client`). Without an engine URL
+both are the one server checked.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import httpx
 from harness.client import DEFAULT_TIMEOUT, Trace, make_client, record
 from harness.conformance.evidence import EvidenceRecorder, probe_scope
 from harness.conformance.expectations import Expectations
+from harness.engines.profile import OPENAI_LIVENESS, EngineProfile, LivenessCheck
 from harness.metrics import Scrape, parse_metrics
+from harness.net import redact_url
 
 __all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S"]
 
@@ -51,7 +58,10 @@ class Ctx:
     answered: bool = False  # some request got an HTTP response: a server is there
     first_error: str = ""  # the transport error of the first request that got none
     evidence: EvidenceRecorder | None = None  # when set, every exchange of every client built here is saved
+    engine_url: str = ""  # the engine behind a gateway at base_url ("" when base_url is the engine itself)
+    engine_api_key: str | None = None  # the key the engine behind the gateway wants (its own, not the gateway's)
     _client: httpx.AsyncClient | None = None
+    _engine_client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)
     _tasks: dict[str, asyncio.Task] = field(default_factory=dict)
 
@@ -85,6 +95,32 @@ class Ctx:
             kw["timeout"] = timeout
         return make_client(self.base_url, **kw)
 
+    @property
+    def behind_gateway(self) -> bool:
+        """base_url is a gateway, and the engine's own state is read at `engine_url`."""
+        return bool(self.engine_url)
+
+    @property
+    def engine_client(self) -> httpx.AsyncClient:
+        """The client for what a case reads of the engine's own state (its /metrics): the engine behind a gateway,
+        else the server checked (the same client as `client`)."""
+        if not self.behind_gateway:
+            return self.client
+        if self._engine_client is None:
+            self._engine_client = self.new_engine_client()
+        return self._engine_client
+
+    def new_engine_client(self, timeout: float | httpx.Timeout | None = None) -> httpx.AsyncClient:
+        """A client of its own for the engine (behind the gateway, or the server checked)."""
+        if not self.behind_gateway:
+            return self.new_client(self.api_key, timeout=timeout)
+        return make_client(self.engine_url, api_key=self.engine_api_key, transport=self._transport(),
+                           timeout=timeout if timeout is not None else self._timeout())  # fmt: skip
+
+    def engine_side(self) -> str:
+        """How a note names where the engine's state was read: " (at the engine behind the gateway, URL)" or ""."""
+        return f" (at the engine behind the gateway, {redact_url(self.engine_url)})" if self.behind_gateway else ""
+
     async def aclose(self) -> None:
         for task in self._tasks.values():
             task.cancel()
@@ -94,9 +130,11 @@ class Ctx:
             except BaseException:  # noqa: BLE001 - a cancelled or failed probe has nothing left to report
                 pass
         self._tasks.clear()
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for name in ("_client", "_engine_client"):
+            c = getattr(self, name)
+            if c is not None:
+                await c.aclose()
+                setattr(self, name, None)
 
     def saw(self, trace: Trace) -> Trace:
         """Note whether a server answered at all (so a dead port is not reported as an engine that died)."""
@@ -153,7 +191,8 @@ class Ctx:
         return trace
 
     async def scrape(self) -> Scrape:
-        t = await self.get("/metrics", sse=False)
+        """The engine's /metrics (behind a gateway: at the engine, not through the gateway)."""
+        t = await self.record(self.engine_client, "GET", "/metrics", sse=False)
         if t.status is None or t.ended != "eof":  # no answer, or cut off (timeout, limit, reset): not a whole scrape
             return Scrape(ok=False, error=t.error or "no response", t_ns=time.monotonic_ns())
         text = t.body.decode("utf-8", errors="replace")
@@ -174,6 +213,29 @@ class Ctx:
         body = {"model": self.model, "prompt": "Once upon a time", "temperature": 0}
         body.update(kw)
         return body
+
+    @property
+    def profile(self) -> EngineProfile | None:
+        """The profile of the server checked: the launched engine's, else that of the expectation file's engine kind;
+        None for a server no profile describes (`--url` with `--expect openai`) and for a gateway (its wire is not
+        the engine's: no profile says what its /health or identity endpoint is)."""
+        from harness.engines import PROFILES
+
+        if self.behind_gateway:
+            return None
+        launched = getattr(getattr(self.engine, "spec", None), "profile", None)
+        if isinstance(launched, EngineProfile):
+            return launched
+        return PROFILES.get(str(self.exp.engine.get("kind") or ""))
+
+    def liveness(self) -> tuple[LivenessCheck, str]:
+        """The check that says whether the server is still there after a failed case, and how reports name it: the
+        profile's, else the request every OpenAI-compatible server answers."""
+        p = self.profile
+        if p is None:
+            who = "a gateway: no engine profile describes it" if self.behind_gateway else "no engine profile"
+            return OPENAI_LIVENESS, f"{OPENAI_LIVENESS} ({who})"
+        return p.liveness, f"{p.liveness} ({p.title} profile)"
 
     def engine_dead(self) -> bool:
         if self.engine is None:

@@ -20,7 +20,11 @@ Re-judging (`rejudge`): a `ReplayTransport` answers each case's requests, in ord
 by method, path and body), so every case's own code judges exactly what the server said, with no engine. Polls that
 ask more often than the live run did (GET of /metrics in a loop that waits by the clock) get the last saved answer
 again; a request with no saved answer, or an answer cut by the cap, means the case cannot be re-judged: its note says
-so and the run counts it, rather than pretending.
+so and the run counts it, rather than pretending. The replay never sleeps: where the live run's time bound ended an
+exchange it raises TimeoutError at once, which the replayed client's own bound takes as its expiry.
+
+Reading back is bounded as a whole: every file of the directory is read once, within one byte budget, and the index's
+numbers (max_stream_s, ...) must lie in the ranges a run writes them in.
 """
 
 from __future__ import annotations
@@ -29,8 +33,12 @@ import asyncio
 import base64
 import contextvars
 import json
+import math
+import os
 import re
+import shutil
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +46,11 @@ from typing import Any
 
 import httpx
 
-from harness.errors import DataError
+from harness.errors import DataError, OutputError
 from harness.net import redact_url
 from harness.outputs import atomic_write_text
-from harness.readers import read_json
+from harness.readers import parse_json, read_bytes
+from harness.secrets import scrub as scrub_secret
 
 __all__ = [
     "CASE_CAP_BYTES",
@@ -55,6 +64,7 @@ __all__ = [
     "probe_scope",
     "load_store",
     "case_file_name",
+    "check_evidence_out",
     "REDACTED",
 ]
 
@@ -67,6 +77,17 @@ REDACTED = "***"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
 MAX_INDEX_BYTES = 16 << 20
 MAX_FILE_BYTES = 256 << 20
+# every file of one evidence directory together (the index included), each read once: a run's bodies are at most
+# 1 MiB per case (the cap), so a whole suite is tens of MiB; an index naming one big file many times costs it once
+MAX_EVIDENCE_BYTES = 512 << 20
+# the index's numbers a re-judge sets its context from, and the ranges a run of this harness writes them in (seconds
+# over 0, up to a day; whole bytes): a number outside was not written by a run, and is refused rather than trusted
+MAX_STREAM_S_SAVED = 86400.0
+INDEX_NUMBERS: dict[str, tuple[type, float, float]] = {
+    "max_stream_s": (float, 0.0, MAX_STREAM_S_SAVED),
+    "max_stream_bytes": (int, 1, 1 << 30),
+    "cap_bytes": (int, 0, 1 << 30),
+}
 
 _CASE: contextvars.ContextVar[str] = contextvars.ContextVar("harness_evidence_case", default=SUITE_KEY)
 _PROBE: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_evidence_probe", default=None)
@@ -239,11 +260,16 @@ class EvidenceRecorder:
         if name not in seen:
             seen.append(name)
 
-    # redaction: the run's key is cut out of every stored byte; secret headers are placeholders
+    # redaction: the run's key (and any 6+ character run that begins or ends it: a body cut at the cap through the
+    # key) is cut out of every stored byte; secret headers are placeholders
     def scrub(self, data: bytes) -> bytes:
-        if self.api_key:
-            data = data.replace(self.api_key.encode(), REDACTED.encode())
-        return data
+        if not self.api_key:
+            return data
+        data = data.replace(self.api_key.encode(), REDACTED.encode())
+        # latin-1 maps every byte to one character and back: harness.secrets.scrub works on the bytes as they are
+        text = data.decode("latin-1")
+        scrubbed = scrub_secret(text, [self.api_key.encode().decode("latin-1")])
+        return data if scrubbed == text else scrubbed.encode("latin-1")
 
     def _header(self, name: str, value: str) -> str:
         if name.lower() in SECRET_HEADERS:
@@ -279,16 +305,29 @@ class EvidenceRecorder:
 
     def finish(self, ex: Exchange) -> None:
         """Scrub the key out of the whole body once (a key split across two chunks is caught too)."""
-        if self.api_key and self.api_key.encode() in ex.body:
-            whole = self.scrub(bytes(ex.body))
+        if not self.api_key:
+            return
+        whole = self.scrub(bytes(ex.body))
+        if whole != ex.body:
             ex.body = bytearray(whole)
             ex.chunks = _resplit(ex.chunks, len(whole))
 
     # -- writing ------------------------------------------------------------------------------------------------
     def write(self, run_dir: str | Path, results: list[Any], settings: dict[str, Any]) -> Path:
-        """DIR/evidence/<file> per key and the index; `results` are the suite's CaseResults (id, verdict)."""
-        d = Path(run_dir) / EVIDENCE_DIR
-        d.mkdir(parents=True, exist_ok=True)
+        """DIR/evidence/<file> per key and the index; `results` are the suite's CaseResults (id, verdict). Written
+        into a new directory beside it, then renamed into place: an earlier DIR/evidence (the caller checked --force,
+        `check_evidence_out`) is replaced whole, never mixed with this run's files, and never written through."""
+        final = Path(run_dir) / EVIDENCE_DIR
+        fresh = _new_dir(Path(run_dir))
+        try:
+            self._write_files(fresh, results, settings)
+            _swap_in(fresh, final)
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        return final / INDEX
+
+    def _write_files(self, d: Path, results: list[Any], settings: dict[str, Any]) -> None:
         files: dict[str, dict[str, Any]] = {}
         for key, exs in self.exchanges.items():
             name = case_file_name(key)
@@ -308,13 +347,69 @@ class EvidenceRecorder:
         index = {"format": FORMAT, "cap_bytes": self.cap_bytes, **settings, "suite": files.get(SUITE_KEY),
                  "cases": cases, "probes": probes}  # fmt: skip
         atomic_write_text(d / INDEX, json.dumps(index, indent=1, ensure_ascii=False) + "\n")
-        return d / INDEX
 
     def _sizes(self, key: str, name: str) -> dict[str, Any]:
         exs = self.exchanges.get(key, [])
         return {"file": name, "exchanges": len(exs), "bytes": self.stored.get(key, 0),
                 "seen_bytes": sum(e.seen_bytes + len(e.request_body) for e in exs),
                 "truncated": any(e.truncated for e in exs)}  # fmt: skip
+
+
+def check_evidence_out(out: str | Path, *, force: bool, inputs: tuple[Path, ...] = ()) -> None:
+    """Before any work: OUT/evidence may be written. A symbolic link is refused (the files would land wherever it
+    points: another run's evidence), so is anything there that is not a directory; an existing directory only with
+    --force (it is then replaced whole). `inputs`: evidence directories this command reads, never replaced."""
+    d = Path(out) / EVIDENCE_DIR
+    if d.is_symlink():
+        raise OutputError(f"--out {out}: {EVIDENCE_DIR} is a symbolic link; refusing to write through it")
+    if d.exists() and not d.is_dir():
+        raise OutputError(f"--out {out}: {EVIDENCE_DIR} exists and is not a directory; refusing to replace it")
+    for inp in inputs:
+        if _within(inp, d):
+            raise OutputError(f"--out {out}: its {EVIDENCE_DIR}/ holds {inp}, an input of this command")
+    if d.exists() and not force:
+        raise OutputError(f"--out {out}: already holds {EVIDENCE_DIR}/; pass --force to replace it, or choose another"
+                          " directory")  # fmt: skip
+
+
+def _within(path: Path, directory: Path) -> bool:
+    """`path` is `directory` or below it (both resolved: symbolic links followed)."""
+    try:
+        p, d = Path(path).resolve(), Path(directory).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: not a place anything was read from
+        return False
+    return p == d or d in p.parents
+
+
+def _new_dir(parent: Path) -> Path:
+    """A new, empty directory in `parent` (mode from the umask, as mkdir makes it), for files renamed into place."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        d = parent / f".{EVIDENCE_DIR}.{uuid.uuid4().hex[:12]}.tmp"
+        d.mkdir()
+    except OSError as exc:
+        raise OutputError(f"{parent}: cannot create the evidence directory: {exc.strerror}") from None
+    return d
+
+
+def _swap_in(fresh: Path, final: Path) -> None:
+    """Rename `fresh` to `final`; a `final` already there (a real directory: checked again here) is removed after."""
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise OutputError(f"{final}: not a directory of this harness; refusing to replace it")
+    old = final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}.old") if final.exists() else None
+    try:
+        if old is not None:
+            os.replace(final, old)
+        try:
+            os.replace(fresh, final)
+        except OSError:
+            if old is not None:
+                os.replace(old, final)  # put the earlier one back: a failed write replaces nothing
+            raise
+    except OSError as exc:
+        raise OutputError(f"{final}: cannot replace the evidence directory: {exc.strerror}") from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # a symlink inside is unlinked, never followed
 
 
 def _resplit(chunks: list[int], total: int) -> list[int]:
@@ -346,7 +441,7 @@ class _TeeStream(httpx.AsyncByteStream):
             async for chunk in self.inner:
                 self.rec.keep(self.ex, chunk)
                 yield chunk
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TimeoutError):  # a time bound (a replay raises TimeoutError for one)
             self._end("cancelled")
             raise
         except Exception as exc:
@@ -369,7 +464,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         t0 = time.monotonic()
         try:
             response = await self.inner.handle_async_request(request)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TimeoutError):  # a time bound (a replay raises TimeoutError for one)
             ex.ended, ex.phase = "cancelled", "headers"
             ex.duration_ms = round((time.monotonic() - t0) * 1000, 1)
             raise
@@ -427,15 +522,61 @@ def _index_entry(raw: Any, where: str) -> dict[str, Any]:
     return raw
 
 
+class _Reader:
+    """The files of one evidence directory, each read once (by resolved path: an index naming one file for many
+    entries, or two names of one file, cost it once), all of them within one byte budget (MAX_EVIDENCE_BYTES)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.left = MAX_EVIDENCE_BYTES
+        self.docs: dict[Path, tuple[dict[str, Any], list[Saved]]] = {}
+
+    def json(self, path: Path, what: str, max_bytes: int) -> Any:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0  # read_bytes says what is wrong with it
+        if size > self.left:
+            raise DataError(f"{path}: (file) the evidence files together are over {MAX_EVIDENCE_BYTES} bytes; refusing"
+                            " to read more of them")  # fmt: skip
+        data = read_bytes(path, what, max_bytes=min(max_bytes, self.left), error=DataError)
+        self.left -= len(data)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            raise DataError(f"{path}: line {line}: {what} is not UTF-8 text (byte {exc.start})") from None
+        return parse_json(text, path, what, error=DataError)
+
+    def exchanges(self, name: str) -> tuple[dict[str, Any], list[Saved]]:
+        """(the file's document, its exchanges): read and checked the first time the file is named."""
+        path = self.directory / name
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: read_bytes refuses it by its own name
+            real = path
+        if real not in self.docs:
+            doc = self.json(path, "evidence file", MAX_FILE_BYTES)
+            if not isinstance(doc, dict) or not isinstance(doc.get("exchanges"), list):
+                raise DataError(f"{path}: exchanges: must be a list")
+            saved = [Saved.from_dict(e, f"{path}: exchanges[{i}]") for i, e in enumerate(doc["exchanges"])]
+            self.docs[real] = (doc, saved)
+        return self.docs[real]
+
+
 def load_store(run_dir: str | Path) -> EvidenceStore:
     """RUN_DIR/evidence read back (bounded, strict JSON; a bad file or field is one DataError naming it)."""
     d = Path(run_dir) / EVIDENCE_DIR
     if not (d / INDEX).is_file():
         raise DataError(f"{run_dir}: no {EVIDENCE_DIR}/{INDEX} (was the run written by `harness conform --out`?)")
-    index = read_json(d / INDEX, "evidence index", max_bytes=MAX_INDEX_BYTES, error=DataError)
+    reader = _Reader(d)
+    index = reader.json(d / INDEX, "evidence index", MAX_INDEX_BYTES)
     where = str(d / INDEX)
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise DataError(f"{where}: format: this harness reads evidence format {FORMAT}")
+    for name in INDEX_NUMBERS:
+        if name in index:
+            index_number(index, name, 0, where)
     cases = index.get("cases")
     if not isinstance(cases, list):
         raise DataError(f"{where}: cases: must be a list")
@@ -458,14 +599,8 @@ def load_store(run_dir: str | Path) -> EvidenceStore:
     exchanges: dict[str, list[Saved]] = {}
     files: dict[str, dict[str, Any]] = {}
     for key, name in keyed:
-        if not name:
-            continue
-        doc = read_json(d / name, "evidence file", max_bytes=MAX_FILE_BYTES, error=DataError)
-        fw = str(d / name)
-        if not isinstance(doc, dict) or not isinstance(doc.get("exchanges"), list):
-            raise DataError(f"{fw}: exchanges: must be a list")
-        exchanges[key] = [Saved.from_dict(e, f"{fw}: exchanges[{i}]") for i, e in enumerate(doc["exchanges"])]
-        files[key] = doc
+        if name:
+            files[key], exchanges[key] = reader.exchanges(name)
     return EvidenceStore(d, index, exchanges, files)
 
 
@@ -476,12 +611,16 @@ class ReplayLog:
     missed: dict[str, list[str]] = field(default_factory=dict)  # requests with no saved exchange
     repeated: dict[str, int] = field(default_factory=dict)  # polls answered with the last saved answer again
     cut: dict[str, list[str]] = field(default_factory=dict)  # saved answers that the cap had cut
+    # saved answers read past the point where the live client had closed them itself (the evidence ends there)
+    short: dict[str, list[str]] = field(default_factory=dict)
 
-    def for_case(self, case_id: str, probes: list[str]) -> tuple[list[str], int, list[str]]:
+    def for_case(self, case_id: str, probes: list[str]) -> tuple[list[str], int, list[str], list[str]]:
+        """(missed, repeated polls, cut, read past the live client's close) for a case and the probes it read."""
         keys = [case_id, *(f"probe:{p}" for p in probes)]
         missed = [m for k in keys for m in self.missed.get(k, [])]
         cut = [m for k in keys for m in self.cut.get(k, [])]
-        return missed, sum(self.repeated.get(k, 0) for k in keys), cut
+        short = [m for k in keys for m in self.short.get(k, [])]
+        return missed, sum(self.repeated.get(k, 0) for k in keys), cut, short
 
 
 _REPLAY_ERRORS = {
@@ -491,9 +630,17 @@ _REPLAY_ERRORS = {
 }
 
 
+def _bound_reached(where: str) -> TimeoutError:
+    """What a replay raises where the live run's time bound ended the exchange (`cancelled`): at once, never after a
+    sleep. The innermost bound of the replayed client (record()'s `max_duration_s`, a case's or the suite's
+    wait_for) takes it as its own expiry, so the replayed trace ends as the live one did ("timeout") without the
+    re-judge waiting for anything, whatever duration the evidence claims."""
+    return TimeoutError(f"replay: the live run's time bound ended this exchange {where}")
+
+
 class _ReplayStream(httpx.AsyncByteStream):
-    def __init__(self, saved: Saved, request: httpx.Request, hang_s: float, log: ReplayLog, key: str) -> None:
-        self.saved, self.request, self.hang_s, self.log, self.key = saved, request, hang_s, log, key
+    def __init__(self, saved: Saved, request: httpx.Request, log: ReplayLog, key: str) -> None:
+        self.saved, self.request, self.log, self.key = saved, request, log, key
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         s, pos = self.saved, 0
@@ -509,19 +656,20 @@ class _ReplayStream(httpx.AsyncByteStream):
             raise httpx.ReadError("replay: the saved answer was cut at the evidence cap", request=self.request)
         if s.ended == "error":
             raise _REPLAY_ERRORS.get(s.error_type, httpx.ReadError)(s.error, request=self.request)
-        if s.ended in ("closed", "cancelled"):
-            # the live client stopped reading here; a replayed client that reads on waits as the live one did
-            await asyncio.sleep(self.hang_s)
-            raise httpx.ReadTimeout("replay: the live run stopped reading here", request=self.request)
+        if s.ended == "cancelled":
+            raise _bound_reached("during the body")
+        if s.ended == "closed":
+            # the live client closed it here itself; one that reads on asks for what the evidence does not hold
+            self.log.short.setdefault(self.key, []).append(f"{s.method} {s.path}")
+            raise httpx.ReadError("replay: the live run stopped reading here", request=self.request)
 
 
 class ReplayTransport(httpx.AsyncBaseTransport):
     """Answers each case's requests, in order, from its saved exchanges."""
 
-    def __init__(self, store: EvidenceStore, hang_s: float = 60.0) -> None:
+    def __init__(self, store: EvidenceStore) -> None:
         self.pending = {k: list(v) for k, v in store.exchanges.items()}
         self.last: dict[tuple[str, str, str], Saved] = {}
-        self.hang_s = hang_s
         self.log = ReplayLog()
 
     def _take(self, key: str, method: str, path: str, body: bytes) -> Saved | None:
@@ -541,19 +689,19 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             self.log.repeated[key] = self.log.repeated.get(key, 0) + 1
         if saved is None and _LIVENESS.get():
             # the runner checks liveness after a case that failed; the live run saved that check only where it made
-            # one (a case that passed there); the live run went on after this case, so the server answered
-            return httpx.Response(200, content=b"", request=request)
+            # one (a case that passed there); the live run went on after this case, so the server answered. A JSON
+            # list satisfies every liveness check: /health's status and, without a profile, /v1/models's list
+            return httpx.Response(200, json={"object": "list", "data": []}, request=request)
         if saved is None:
             self.log.missed.setdefault(key, []).append(f"{request.method} {path}")
             raise httpx.ConnectError(f"replay: no saved answer for {request.method} {path}", request=request)
         self.last[(key, request.method, path)] = saved
         if saved.status is None:  # no response was had
             if saved.ended == "cancelled":
-                await asyncio.sleep(self.hang_s)
-                raise httpx.ReadTimeout("replay: no answer before the live run's bound", request=request)
+                raise _bound_reached("before any answer")
             raise _REPLAY_ERRORS.get(saved.error_type, httpx.ConnectError)(saved.error, request=request)
         return httpx.Response(saved.status, headers=saved.headers,
-                              stream=_ReplayStream(saved, request, self.hang_s, self.log, key))  # fmt: skip
+                              stream=_ReplayStream(saved, request, self.log, key))  # fmt: skip
 
 
 # -- re-judging a saved run ------------------------------------------------------------------------------------------
@@ -569,8 +717,16 @@ def run_settings(ctx: Any, engine: dict[str, Any]) -> dict[str, Any]:
             "engine": {k: redact_url(v) if k == "url" else v for k, v in engine.items() if k != "identity"}}  # fmt: skip
 
 
-def index_number(index: dict[str, Any], name: str, default: float) -> float:
+def index_number(index: dict[str, Any], name: str, default: float, where: str = "evidence index") -> float:
+    """One of the index's INDEX_NUMBERS (`default` when it is not there), within the range a run writes it in."""
     v = index.get(name, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1e9:
-        raise DataError(f"evidence index: {name}: must be a positive number, got {v!r}")
+    kind, lo, hi = INDEX_NUMBERS[name]
+    if kind is float:
+        ok = isinstance(v, (int, float)) and math.isfinite(v) and lo < v <= hi
+        want = f"a number of seconds over {lo:g} and at most {hi:g}"
+    else:
+        ok = isinstance(v, int) and lo <= v <= hi
+        want = f"a whole number from {int(lo)} to {int(hi)}"
+    if isinstance(v, bool) or not ok:
+        raise DataError(f"{where}: {name}: must be {want}, got {v!r}")
     return float(v)

@@ -1,7 +1,10 @@
 """Per engine-version expectations: data, not code (`manifests/expectations/<name>.yaml`).
 
 name: vllm-0.11
-engine: {kind: vllm, version: "0.11"}      # informational; matched by name, never branched on in code
+engine: {kind: vllm, version: "0.11"}      # informational; matched by name, never branched on in code. kind is an
+                                            # engine profile's (vllm, tgi, llamacpp), whose knowledge the cases use
+                                            # (identity endpoint, liveness), or `none` for a server the harness has no
+                                            # profile for: {kind: none, name: llama-cpp-python, version: "0.3.36"}
 cases:                                      # a missing entry means: the OpenAI reference behaviour is expected
   chat.stream.role-once:
     quirk: role-on-every-chunk               # one tag or a list of tags (Check.behaviours): the failing check
@@ -21,6 +24,7 @@ fault:                                      # opt-in fault cases (harness confor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,7 +157,7 @@ def _validate(raw: Any, p: Path) -> None:
         "name",
         "must be a non-empty single-line string",
     )
-    mapping(raw.get("engine"), "engine")
+    _validate_engine(mapping(raw.get("engine"), "engine"), need)
     for cid, entry in mapping(raw.get("cases"), "cases").items():
         where = f"cases.{cid}"
         need(
@@ -239,6 +243,23 @@ def _validate(raw: Any, p: Path) -> None:
         )
         mapping(spec.get("request"), f"fault.{name}.request")
         need(spec.get("reason") is None or isinstance(spec["reason"], str), f"fault.{name}.reason", "must be a string")
+
+
+NO_PROFILE = "none"  # engine.kind of a server no engine profile describes (judged as `--expect openai` judges it)
+
+
+def _validate_engine(engine: dict, need: Callable[[bool, str, str], None]) -> None:
+    """engine: {kind, name, version, ...}. A kind no profile has would silently judge the server without a profile, so
+    it must be a profile's kind or `none`, said on purpose; name and version are one-line strings."""
+    from harness.engines import PROFILES
+
+    kind = engine.get("kind")
+    kinds = [*PROFILES, NO_PROFILE]
+    need(kind is None or kind in kinds, "engine.kind", f"must be one of {', '.join(kinds)}, got {kind!r}")
+    for key in ("name", "version"):
+        v = engine.get(key)
+        need(v is None or (isinstance(v, str) and v.strip() == v != "" and "\n" not in v), f"engine.{key}",
+             "must be a non-empty single-line string (quote a version: \"0.3.36\")")  # fmt: skip
 
 
 def resolve(case: Case, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
+from harness.net import redact_url
 from harness.outputs import atomic_write_text
 
-__all__ = ["render_html", "write_html", "HTML_NAME", "REQUEST_EXCERPT", "RESPONSE_EXCERPT"]
+__all__ = ["render_html", "write_html", "target_line", "HTML_NAME", "REQUEST_EXCERPT", "RESPONSE_EXCERPT"]
 
 HTML_NAME = "conformance.html"
 REQUEST_EXCERPT = 4096  # characters of a request body shown
@@ -135,6 +136,17 @@ def _case_row(r: dict[str, Any], ev: dict[str, Any] | None, probes: list[str]) -
     )
 
 
+def target_line(engine: dict[str, Any]) -> str:
+    """What a report's header names as the server checked: the launched engine's name, the URL attached to, or a
+    gateway and the engine behind it (both redacted)."""
+    if engine.get("name"):
+        return str(engine["name"])
+    url = redact_url(engine.get("url", ""))
+    if engine.get("engine_url"):
+        return f"gateway {url} in front of engine {redact_url(engine['engine_url'])}"
+    return url
+
+
 def render_html(doc: dict[str, Any], evidence: Any = None, evidence_problem: str = "") -> str:
     """The page for a conformance document (a dict as in conformance.json) and its evidence store (or None)."""
     files = getattr(evidence, "files", {}) or {}
@@ -142,7 +154,7 @@ def render_html(doc: dict[str, Any], evidence: Any = None, evidence_problem: str
     probes_of = {c.get("id"): c.get("probes") or [] for c in index.get("cases", []) if isinstance(c, dict)}
     given = doc.get("engine")
     engine: dict[str, Any] = given if isinstance(given, dict) else {}
-    target = engine.get("name") or engine.get("url") or ""
+    target = target_line(engine)
     counts = doc.get("counts") or {}
     head = [
         f"<h1>Conformance: {esc(target)}</h1>",
@@ -155,6 +167,8 @@ def render_html(doc: dict[str, Any], evidence: Any = None, evidence_problem: str
         head.append(
             f"<p>engine {esc(engine.get('kind'))} {esc(engine.get('version'))}, model {esc(engine.get('model'))}</p>"
         )
+    if doc.get("liveness"):
+        head.append(f"<p>liveness check after a failed case: {esc(doc['liveness'])}</p>")
     if doc.get("aborted"):
         head.append(f'<p class="cut">aborted: {esc(doc["aborted"])}</p>')
     rj = engine.get("rejudge")

@@ -260,13 +260,16 @@ class SuiteDocument:
     unexpected_passes: list[str]  # ids of declared quirks that did not happen (verdict quirk-absent)
     cases: list[CaseResult]
     ready_to_report_s: float | None = None  # `conform MANIFEST --out`: engine ready -> report written
+    # the check asked after a failed case ("GET /v1/models == 200 with a JSON list (no engine profile)"); None in a
+    # report written before the field existed
+    liveness: str | None = None
     format: int = REPORT_FORMAT
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (key order as written since before `format`; `format` first)."""
         doc: dict[str, Any] = {"format": self.format}
         for f in fields(self):
-            if f.name == "format" or (f.name == "ready_to_report_s" and self.ready_to_report_s is None):
+            if f.name == "format" or (f.name in ("ready_to_report_s", "liveness") and getattr(self, f.name) is None):
                 continue
             doc[f.name] = [c.to_dict() for c in self.cases] if f.name == "cases" else getattr(self, f.name)
         return doc
@@ -274,7 +277,7 @@ class SuiteDocument:
     @classmethod
     def from_dict(cls, raw: object, where: str = "conformance report") -> SuiteDocument:
         """A document read back from JSON (or handed over as a dict): every field checked, one DataError naming it."""
-        d = _object(raw, where, cls, optional=("format", "ready_to_report_s"))
+        d = _object(raw, where, cls, optional=("format", "ready_to_report_s", "liveness"))
         fmt = d.get("format", REPORT_FORMAT)
         if type(fmt) is not int or not 1 <= fmt <= REPORT_FORMAT:
             raise DataError(f"{where}: format: this harness reads format {REPORT_FORMAT}, got {fmt!r}")
@@ -291,7 +294,8 @@ class SuiteDocument:
             started_at=_seconds(d, "started_at", where), duration_s=_seconds(d, "duration_s", where),
             aborted=_typed(d, "aborted", (str, type(None)), where), counts=counts, unexpected_passes=passes,
             cases=[CaseResult.from_dict(c, f"{where}: cases[{i}]") for i, c in enumerate(cases)],
-            ready_to_report_s=None if ready is None else _seconds(d, "ready_to_report_s", where), format=fmt,
+            ready_to_report_s=None if ready is None else _seconds(d, "ready_to_report_s", where),
+            liveness=_typed(d, "liveness", (str, type(None)), where) if "liveness" in d else None, format=fmt,
         )  # fmt: skip
 
 

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from harness.conformance.html import target_line
 from harness.conformance.model import SuiteDocument
 from harness.errors import DataError
 from harness.net import redact_url
 from harness.outputs import atomic_write_text
 from harness.readers import read_json
+from harness.shown import shown
 
-__all__ = ["write_outputs", "read_report", "junit_xml", "print_table", "to_json", "OUTPUT_NAMES", "MAX_REPORT_BYTES"]
+__all__ = ["write_outputs", "read_report", "junit_xml", "print_table", "to_json", "scrub_report", "OUTPUT_NAMES",
+           "MAX_REPORT_BYTES", "target_line"]  # fmt: skip
 
 OUTPUT_NAMES = ("conformance.json", "junit.xml", "conformance.html")
 MAX_REPORT_BYTES = 64 << 20  # a conformance.json is tens of KB
@@ -58,14 +61,38 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
+def scrub_report(report: Any, secrets: list[str | None]) -> None:
+    """A suite report (harness.conformance.runner.SuiteReport) with every secret, and any 6+ character run that
+    begins or ends one, cut out of every string it holds (harness.secrets.scrub_tree), in place: what a server echoed
+    back (an error message quoting the Authorization header, a body cut through the key) reaches no output."""
+    from harness.conformance.model import CaseResult
+    from harness.secrets import scrub, scrub_tree
+
+    keys = [k for k in secrets if k]
+    if not keys:
+        return
+    report.results = [CaseResult(**_object_of(scrub_tree(r.to_dict(), keys))) for r in report.results]
+    report.engine = _object_of(scrub_tree(report.engine, keys))
+    for name in ("expectations", "aborted", "liveness"):
+        value = getattr(report, name, None)
+        if isinstance(value, str):
+            setattr(report, name, scrub(value, keys))
+
+
+def _object_of(value: object) -> dict[str, Any]:
+    assert isinstance(value, dict)  # scrub_tree keeps a dict a dict
+    return value
+
+
 def _plain(doc: Doc) -> dict[str, Any]:
     return doc.to_dict() if isinstance(doc, SuiteDocument) else doc
 
 
 def _redacted(doc: dict[str, Any]) -> dict[str, Any]:
     engine = doc.get("engine")
-    if isinstance(engine, dict) and "url" in engine:
-        doc = {**doc, "engine": {**engine, "url": redact_url(engine["url"])}}
+    if isinstance(engine, dict):
+        urls = {k: redact_url(engine[k]) for k in ("url", "engine_url") if k in engine}
+        doc = {**doc, "engine": {**engine, **urls}}
     return doc
 
 
@@ -140,11 +167,16 @@ def print_table(doc: Doc, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    def cell(text: object) -> str:
+        """Server text is data: never rich markup, and its control characters shown escaped (a server that sends
+        ESC[2K or an OSC title sequence must not redraw the line or retitle the terminal)."""
+        return escape(shown(text))
+
     console = console or Console()
     given = doc.get("engine")
     engine: dict[str, Any] = given if isinstance(given, dict) else {}
-    target = engine.get("name") or redact_url(engine.get("url", ""))
-    t = Table(title=escape(f"conformance · {target} · expectations {doc.get('expectations')}"))
+    target = target_line(engine)
+    t = Table(title=cell(f"conformance · {target} · expectations {doc.get('expectations')}"))
     for col in ("case", "level", "verdict", "detail"):
         t.add_column(col, overflow="fold")
     for r in doc.get("cases", []):
@@ -166,17 +198,17 @@ def print_table(doc: Doc, console: Any = None) -> None:
             detail = f"passed like the reference; {_short(r.get('note'), 60)} ({_short(r.get('quirk_reason'), 40)})"
         else:
             detail = _short(r.get("note") or (r.get("actual") if r["verdict"] == "info" else ""), 100)
-        # server text (error messages, chunk contents) is data, never markup
-        t.add_row(escape(str(r["id"])), escape(str(r["level"])), f"[{STYLE.get(r['verdict'], '')}]{escape(v)}[/]",
-                  escape(str(detail)))  # fmt: skip
+        t.add_row(cell(r["id"]), cell(r["level"]), f"[{STYLE.get(r['verdict'], '')}]{cell(v)}[/]", cell(detail))
     console.print(t)
     c = doc.get("counts", {})
     line = "  ".join(f"{k}={c.get(k, 0)}" for k in COUNTED)
-    console.print(escape(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}"))
+    console.print(cell(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}"))
+    if doc.get("liveness"):  # which check said the server was still there after a failed case
+        console.print(escape(f"liveness check: {shown(doc['liveness'])}"))
     if doc.get("aborted"):
-        console.print(f"[bold magenta]aborted: {escape(str(doc['aborted']))}[/]")
+        console.print(f"[bold magenta]aborted: {cell(doc['aborted'])}[/]")
     if doc.get("unexpected_passes"):
         console.print(
             f"[yellow]quirk-absent (declared quirks that did not happen; not a failure, update the expectation file): "
-            f"{escape(', '.join(doc['unexpected_passes']))}[/]"
+            f"{cell(', '.join(str(p) for p in doc['unexpected_passes']))}[/]"
         )

@@ -1,7 +1,9 @@
 """Run cases against a live engine. A case never takes the run down: exceptions become `error`, a per-case timeout
 bounds a hang, the whole suite has a wall-time bound (`max_wall_s`), and when the server stops answering the report
 says so (an engine that died, a server that stopped answering, or one that never gave an HTTP response at all), names
-the case that was running, and marks the rest `error`."""
+the case that was running, and marks the rest `error`. Whether the server is still there is asked after a failed
+case, the way its profile says (`EngineProfile.liveness`), or with GET /v1/models for a server no profile describes;
+the report names the check (`liveness`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from harness.conformance.evidence import current_case, end_case, end_liveness, l
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import FAILING, Case, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import FAULTS, select
+from harness.conformance.report import scrub_report
 from harness.conformance.suite import all_cases, fault_cases
+from harness.engines.profile import NO_HTTP_ANSWER
 from harness.net import redact_url
 
 __all__ = ["SuiteReport", "run_suite", "run_suite_sync", "discover_model", "MAX_SUITE_S"]
@@ -33,6 +37,7 @@ class SuiteReport:
     started_at: float = 0.0
     duration_s: float = 0.0
     aborted: str | None = None  # why the rest was not run: "engine died during <case id>", a bound, no server
+    liveness: str = ""  # the check asked after a failed case, as reports name it: "GET /health == 200 (vLLM profile)"
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {v.value: 0 for v in Verdict}
@@ -53,6 +58,7 @@ class SuiteReport:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "aborted": self.aborted,
+            "liveness": self.liveness,
             "counts": self.counts(),
             "unexpected_passes": [r.id for r in self.results if r.unexpected_pass],
             "cases": [r.to_dict() for r in self.results],
@@ -67,32 +73,37 @@ async def discover_model(ctx: Ctx) -> str:
     return str(first["id"]) if isinstance(first, dict) and isinstance(first.get("id"), str) else ""
 
 
-async def _engine_alive(ctx: Ctx) -> bool:
+async def _not_alive(ctx: Ctx) -> str:
+    """Why the server is not alive after a failed case ("" when it is)."""
     token = liveness_scope()  # a re-judge answers it from the evidence (harness.conformance.evidence)
     try:
-        return await _alive(ctx)
+        return await _liveness_problem(ctx)
     finally:
         end_liveness(token)
 
 
-async def _alive(ctx: Ctx) -> bool:
+async def _liveness_problem(ctx: Ctx) -> str:
     if ctx.engine_dead():
-        return False
+        return "the engine process exited"
+    check, _ = ctx.liveness()
     # bounded in wall time: a server that drips a byte a second never trips a per-read timeout
-    t = await ctx.get("/health", sse=False, max_duration_s=min(5.0, ctx.max_stream_s), max_bytes=1 << 16)
-    return t.status == 200
+    t = await ctx.get(check.path, sse=False, max_duration_s=min(5.0, ctx.max_stream_s), max_bytes=1 << 20)
+    return check.problem(t.status, t.body)
 
 
-def _why_gone(ctx: Ctx, case_id: str) -> str:
-    """What to tell the user when the liveness check fails after a case."""
+def _why_gone(ctx: Ctx, case_id: str, problem: str) -> str:
+    """What to tell the user when the liveness check fails after a case: an answer that is not the one the check
+    asks for (a 503, a 404 from a server the profile does not describe) is not a server that stopped answering."""
     if ctx.engine_dead():
         return f"engine died during {case_id}"  # notes read "not run: the engine died during ..."
     if not ctx.answered:
         err = f" ({ctx.first_error})" if ctx.first_error else ""
         return (f"no HTTP server answered at {redact_url(ctx.base_url)}{err}: nothing listens there, or it does not "
                 f"speak HTTP; no case was judged")  # fmt: skip
-    who = "engine" if ctx.engine is not None else "server"
-    return f"the {who} stopped answering during {case_id}"
+    who = "engine" if ctx.engine is not None else "gateway" if ctx.behind_gateway else "server"
+    if problem == NO_HTTP_ANSWER:
+        return f"the {who} stopped answering during {case_id}"
+    return f"the {who} failed its liveness check during {case_id} ({ctx.liveness()[1]}: {problem})"
 
 
 async def _run_one(case: Case, ctx: Ctx, timeout_s: float, bound: str) -> Check:
@@ -118,12 +129,16 @@ async def run_suite(
     and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it.
     `ids` runs exactly those cases, in the suite's order (a re-judged run: the saved run's cases). Every request a
     case makes (the liveness check after it included) is attributed to it, for the evidence (`ctx.evidence`)."""
-    report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time())
+    report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time(),
+                         liveness=ctx.liveness()[1])  # fmt: skip
     t0 = time.monotonic()
     deadline = t0 + max_wall_s
-    if "url" in report.engine:
-        report.engine["url"] = redact_url(report.engine["url"])
+    for name in ("url", "engine_url"):
+        if name in report.engine:
+            report.engine[name] = redact_url(report.engine[name])
     report.engine.setdefault("url", redact_url(ctx.base_url))
+    if ctx.behind_gateway:  # the report says both: the wire was judged at url, the engine's state at engine_url
+        report.engine.setdefault("engine_url", redact_url(ctx.engine_url))
     cases = select(all_cases(), patterns) + fault_cases(patterns)  # a fault case (opt-in) breaks the engine: last
     if ids is not None:
         wanted = set(ids)
@@ -145,6 +160,9 @@ async def run_suite(
     finally:
         await ctx.aclose()
     report.duration_s = time.monotonic() - t0
+    # every caller (conform, harness run's stage, the pytest plugin, the upgrade) gets a report that holds no key a
+    # server echoed back, so no output made from it can forget to scrub it
+    scrub_report(report, [ctx.api_key])
     return report
 
 
@@ -169,8 +187,8 @@ async def _one_case(case: Case, ctx: Ctx, report: SuiteReport, stopped: str | No
             stopped = report.aborted = f"the suite's wall-time bound ({max_wall_s:g}s) was reached during {case.id}"
         elif case in FAULTS:
             pass  # a fault case ends with the engine down on purpose: its verdict is its own
-        elif chk.status in (Verdict.ERROR, Verdict.FAIL) and not await _engine_alive(ctx):
-            stopped = report.aborted = _why_gone(ctx, case.id)
+        elif chk.status in (Verdict.ERROR, Verdict.FAIL) and (problem := await _not_alive(ctx)):
+            stopped = report.aborted = _why_gone(ctx, case.id, problem)
             res.verdict = Verdict.ERROR.value
             res.note = f"{stopped}; {res.note}".strip("; ")
             tail = _log_tail(ctx)

@@ -1,5 +1,7 @@
 """`harness run` stage: the conformance suite against the engine the run launched. Writes
-run_dir/conformance/{conformance.json,junit.xml}; engine misbehaviour is a failed result, never an exception."""
+run_dir/conformance/{conformance.json,junit.xml,conformance.html} and evidence/ (every case's exchanges, as
+`harness conform --out` keeps them), so `harness conform --rejudge run_dir/conformance` judges the run again with no
+engine. Engine misbehaviour is a failed result, never an exception."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ __all__ = ["run_stage"]
 
 
 def run_stage(ctx: StageContext) -> StageResult:
+    from harness.conformance.evidence import EvidenceRecorder, run_settings
     from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.report import write_outputs
     from harness.conformance.runner import new_ctx, run_suite_sync
@@ -16,14 +19,16 @@ def run_stage(ctx: StageContext) -> StageResult:
     m = ctx.manifest
     exp = load_expectations(default_expectation(m.engine.kind, m.engine.version))
     eng = ctx.engine
-    c = new_ctx(
-        eng.base_url, exp, api_key=getattr(eng, "api_key", None), model=getattr(eng, "served_name", ""), engine=eng
-    )
+    key = getattr(eng, "api_key", None)
+    evidence = EvidenceRecorder(api_key=key)  # the key is cut out of every stored byte
+    c = new_ctx(eng.base_url, exp, api_key=key, model=getattr(eng, "served_name", ""), engine=eng, evidence=evidence)
     report = run_suite_sync(
         c, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version, "identity": ctx.identity}
     )
     doc = report.to_dict()
     out = ctx.run_dir / "conformance"
+    # the evidence first: conformance.html shows it, and --rejudge judges it (as `harness conform --out` writes them)
+    evidence.write(out, report.results, run_settings(c, report.engine))
     write_outputs(doc, out)
     n = doc["counts"]
     summary = (
@@ -38,6 +43,7 @@ def run_stage(ctx: StageContext) -> StageResult:
         data={
             "counts": n,
             "report": str(out / "conformance.json"),
+            "evidence": str(out / "evidence"),
             "expectations": exp.name,
             "failed": [r.id for r in report.results if r.verdict in ("fail", "error")],
             "quirks": [r.id for r in report.results if r.verdict == "quirk"],

@@ -95,18 +95,27 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
 
 
 def update_expectations(
-    results_path: str | Path, expect_path: str | Path, out_path: str | Path, *, force: bool = False
+    results_path: str | Path, expect_path: str | Path | None, out_path: str | Path, *, force: bool = False
 ) -> list[str]:
-    """Write the proposal to `out_path`: never over the results, over the expectation file only with --force."""
-    results_path, expect_path, out_path = Path(results_path), Path(expect_path), Path(out_path)
-    inputs = [results_path] if force else [results_path, expect_path]
+    """Write the proposal to `out_path`: never over the results, over the expectation file only with --force.
+    `expect_path` None: the run was judged by the plain OpenAI reference, and the proposal is a new file for a server
+    no engine profile describes (`engine: {kind: none}`; its name and version are the reviewer's to fill in)."""
+    results_path, out_path = Path(results_path), Path(out_path)
+    expect = Path(expect_path) if expect_path is not None else None
+    inputs = [results_path] if force or expect is None else [results_path, expect]
     output_file(out_path, force=force, inputs=inputs, what="--out")  # before reading: a refused --out costs nothing
     results = check_results(read_json(results_path, "conformance results", max_bytes=MAX_RESULTS_BYTES,
                                       error=DataError), results_path)  # fmt: skip
-    raw = read_yaml(expect_path, "expectation", max_bytes=MAX_INPUT_BYTES) or {}
+    if expect is None:
+        raw: dict[str, Any] = {"name": out_path.stem, "engine": {"kind": "none", "name": "REVIEW", "version": "REVIEW"},
+                               "cases": {}}  # fmt: skip
+        over = "the plain OpenAI reference"
+    else:
+        raw = read_yaml(expect, "expectation", max_bytes=MAX_INPUT_BYTES) or {}
+        over = str(expect)
     new, changes = propose(results, raw, note=f"{time.strftime('%Y-%m-%d')} from {results_path}")
     header = (
-        f"# Proposed by `harness update-expectations` from {results_path} over {expect_path}.\n"
+        f"# Proposed by `harness update-expectations` from {results_path} over {over}.\n"
         "# Every REVIEW reason was written by the tool: read it, then say why the engine does this.\n"
     )
     atomic_write_text(out_path, header + yaml.safe_dump(new, sort_keys=False, allow_unicode=True, width=120))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.client import Trace
+from harness.conformance.cases.endpoints import absent_without_profile
 from harness.conformance.cases.errors import judge_error
 from harness.conformance.model import Check, failed, passed, skipped
 from harness.conformance.registry import case
@@ -40,7 +41,8 @@ async def wrong(ctx) -> Check:
 async def _open(ctx, path: str) -> Check:
     if not ctx.api_key:
         return skipped(NO_KEY)
-    return judge_open(await _send(ctx, None, "GET", path))
+    t = await _send(ctx, None, "GET", path)
+    return absent_without_profile(ctx, path, t.status) or judge_open(t)
 
 
 def judge_open(t: Trace) -> Check:

@@ -248,6 +248,8 @@ async def engine_death(ctx) -> Check:
     bound = START_WITHIN_S + end_bound + 5.0  # the whole exchange: a stream still open then is `hung`
     streams_client = ctx.new_client(ctx.api_key, timeout=Timeouts(connect=START_WITHIN_S, read=bound).to_httpx())
     probe_client = ctx.new_client(ctx.api_key, timeout=5.0)
+    # /health is the engine's own state: behind a gateway it is polled at the engine (the streams go through it)
+    health_client = ctx.new_engine_client(timeout=5.0)
     seen: dict[int, Trace] = {}
 
     def watch(i: int):
@@ -277,7 +279,7 @@ async def engine_death(ctx) -> Check:
         gone = _kill(targets)
         if gone:
             return errored(f"the worker process(es) {gone} had exited before the kill")
-        health_task = asyncio.ensure_future(_poll_health(ctx, probe_client, t_kill, health_bound))
+        health_task = asyncio.ensure_future(_poll_health(ctx, health_client, t_kill, health_bound))
         ident = profile.identity.path
         meanwhile = {
             "right_after_kill": {p: await _snapshot(ctx, probe_client, p, t_kill) for p in (ident, "/v1/models")}
@@ -305,3 +307,4 @@ async def engine_death(ctx) -> Check:
         await asyncio.gather(*tasks, return_exceptions=True)
         await streams_client.aclose()
         await probe_client.aclose()
+        await health_client.aclose()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from harness.conformance.cases.endpoints import absent_without_profile
 from harness.conformance.model import Check, Deviations, Level, failed, passed, skipped
 from harness.conformance.registry import case
 
@@ -22,8 +23,9 @@ async def _scrape(ctx):
 async def scrape(ctx) -> Check:
     s = await _scrape(ctx)
     if not s.ok:
-        return failed("unparseable" if s.status == 200 else f"status-{s.status}", "Prometheus text", s.error)
-    return passed(f"{len(s.families)} families")
+        absent = absent_without_profile(ctx, "/metrics", s.status)
+        return absent or failed("unparseable" if s.status == 200 else f"status-{s.status}", "Prometheus text", s.error)
+    return passed(f"{len(s.families)} families{ctx.engine_side()}")
 
 
 @case("metrics.required", "every required metric exists with its declared type")

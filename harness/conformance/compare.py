@@ -149,8 +149,8 @@ def comparison_junit(cmp: dict[str, Any]) -> str:
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
 table{border-collapse:collapse;width:100%;table-layout:fixed}th,td{border:1px solid #ccc;padding:3px 6px;
-vertical-align:top;text-align:left;overflow-wrap:anywhere}th{background:#f2f2f2}
-col.id{width:20em}col.lv{width:6.5em}col.v{width:7em}.v{font-weight:bold}.v-pass{color:#17702a}.v-fail{color:#b00020}
+vertical-align:top;text-align:left;overflow-wrap:anywhere}th{background:#f2f2f2}td:nth-child(2){overflow-wrap:normal}
+col.id{width:20em}col.lv{width:8em}col.v{width:7em}.v{font-weight:bold}.v-pass{color:#17702a}.v-fail{color:#b00020}
 .v-error{color:#8a1a8a}.v-quirk{color:#9a6a00}.v-quirk-absent{color:#c77700}.v-skip{color:#777}.v-info{color:#0b6aa2}
 .worse{background:#fdecee}.better{background:#eaf6ec}.one-sided{background:#f4f4f4}.muted{color:#666}
 """

@@ -66,17 +66,31 @@ def scrub_report(report: Any, secrets: list[str | None]) -> None:
     begins or ends one, cut out of every string it holds (harness.secrets.scrub_tree), in place: what a server echoed
     back (an error message quoting the Authorization header, a body cut through the key) reaches no output."""
     from harness.conformance.model import CaseResult
-    from harness.secrets import scrub, scrub_tree
+    from harness.secrets import scrub
 
     keys = [k for k in secrets if k]
     if not keys:
         return
-    report.results = [CaseResult(**_object_of(scrub_tree(r.to_dict(), keys))) for r in report.results]
-    report.engine = _object_of(scrub_tree(report.engine, keys))
-    for name in ("expectations", "aborted", "liveness"):
+    # What the harness wrote itself (a case's id, level and requirement; the manifest's name, kind and version; the
+    # expectation file's name) is kept as it is: a key that shares six characters with it must not rename a case or
+    # an engine. Everything a server could have put there is scrubbed.
+    report.results = [CaseResult(**_kept(r.to_dict(), _OWN_RESULT_FIELDS, keys)) for r in report.results]
+    report.engine = _kept(report.engine, _OWN_ENGINE_FIELDS, keys)
+    for name in ("aborted", "liveness"):
         value = getattr(report, name, None)
         if isinstance(value, str):
             setattr(report, name, scrub(value, keys))
+
+
+_OWN_RESULT_FIELDS = frozenset({"id", "level", "requirement"})
+_OWN_ENGINE_FIELDS = frozenset({"name", "kind", "version"})
+
+
+def _kept(record: dict[str, Any], own: frozenset[str], keys: list[str]) -> dict[str, Any]:
+    from harness.secrets import scrub_tree
+
+    scrubbed = _object_of(scrub_tree({k: v for k, v in record.items() if k not in own}, keys))
+    return {k: record[k] if k in own else scrubbed[k] for k in record}
 
 
 def _object_of(value: object) -> dict[str, Any]:

@@ -150,3 +150,23 @@ def test_update_expectations_shows_a_hostile_note_escaped(tmp_path, capsys):
     assert code == 0 and "chat.length" in stdout
     for c in RAW_CONTROLS:
         assert c not in stdout, repr(c)
+
+
+def test_a_key_sharing_six_characters_with_the_harness_own_names_renames_nothing():
+    """#4's scrub cuts 6+ character runs at either end of the key: it must cut them from what a server sent, never
+    from what the harness wrote itself (a case id, the manifest's name, the expectation file's name). Seen in CI: the
+    key llamacpp-test-... turned the report's expectations llamacpp-0c1e570 into ***0c1e570."""
+    from harness.conformance.model import CaseResult
+    from harness.conformance.report import scrub_report
+    from harness.conformance.runner import SuiteReport
+
+    key = "llamacpp-chat.stream-9f3e"
+    r = CaseResult(id="chat.stream.done", level="MUST", requirement="llamacpp-style", verdict="fail",
+                   note=f"server said Bearer {key} and {key[:8]}…")  # fmt: skip
+    report = SuiteReport(engine={"name": "llamacpp-0c1e570-cpu", "kind": "llamacpp", "version": "0c1e570",
+                                 "identity": {"echo": key}}, expectations="llamacpp-0c1e570", results=[r])  # fmt: skip
+    scrub_report(report, [key])
+    out = report.results[0]
+    assert (out.id, out.requirement) == ("chat.stream.done", "llamacpp-style")
+    assert report.expectations == "llamacpp-0c1e570" and report.engine["name"] == "llamacpp-0c1e570-cpu"
+    assert key not in out.note and key[:8] not in out.note and key not in json.dumps(report.engine)

@@ -4,13 +4,25 @@ SIGTERM, a grace period, then SIGKILL."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["pid_alive", "process_start_time", "process_group", "terminate", "terminate_group"]
+__all__ = ["die_with_parent", "pid_alive", "process_start_time", "process_group", "terminate", "terminate_group"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """A child's preexec_fn: the kernel sends it SIGTERM when the process that started it dies (even by kill -9), so
+    a server the harness or a test starts never outlives it."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:

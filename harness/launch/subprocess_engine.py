@@ -8,9 +8,7 @@ harness's end of a pipe closes, which covers kill -9 of the harness and the engi
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import time
 
@@ -19,20 +17,11 @@ from harness.launch import registry
 from harness.launch.argcheck import code_variable
 from harness.launch.base import Engine, LaunchSpec
 from harness.launch.watchdog import Watchdog
-from harness.procs import process_group, process_start_time, terminate_group
+from harness.procs import die_with_parent, process_group, process_start_time, terminate_group
 
 __all__ = ["SubprocessEngine", "engine_command", "engine_environment"]
 
 _INHERITED = frozenset({"PATH", "LD_LIBRARY_PATH"})
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def engine_command(spec: LaunchSpec) -> list[str]:
@@ -94,7 +83,7 @@ class SubprocessEngine(Engine):
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=engine_environment(self.spec), cwd=self.spec.run_dir,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                start_new_session=True, preexec_fn=die_with_parent,
             )  # fmt: skip
         finally:
             log.close()

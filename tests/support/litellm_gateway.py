@@ -18,12 +18,10 @@ its own, asked to die with their parent, and stop() kills each group; the proxy'
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from harness.launch.ports import choose_port
-from harness.procs import terminate_group
+from harness.procs import die_with_parent, terminate_group
 from harness.settings import REPO_ROOT
 
 __all__ = ["LOCK", "VERSION", "KEY_ENV", "LiteLLMGateway", "install", "start"]
@@ -46,7 +44,6 @@ NS_PROXY_PORT = 4000  # inside the namespace: nothing else listens there
 NS_ENGINE_PORT = 18000
 KEY_ENV = "HARNESS_TEST_GATEWAY_KEY"  # where the tests put the master key for `conform --api-key-env`
 READY_TIMEOUT_S = 180.0  # measured: 25-40 s on 2 shared cores
-_PR_SET_PDEATHSIG = 1
 
 
 def install() -> Path:
@@ -94,13 +91,6 @@ class LiteLLMGateway:
         self.stop()
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
-
 def config_text(model: str) -> str:
     """The proxy's config: `model` routed to the engine (an OpenAI-compatible vLLM) through the namespace's relay."""
     entry = {"model_name": model,
@@ -123,7 +113,7 @@ def proxy_environment(run_dir: Path, key: str) -> dict[str, str]:
 
 def _spawn(cmd: list[str], log, env: dict[str, str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
+                            start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
 
 
 def start(python: Path, run_dir: Path, engine_url: str, *, model: str, timeout_s: float = READY_TIMEOUT_S

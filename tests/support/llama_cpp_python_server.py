@@ -18,9 +18,7 @@ the whole group.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ import httpx
 from harness.launch.ports import choose_port
 from harness.manifest import load_manifest
 from harness.models import resolve_model
-from harness.procs import terminate_group
+from harness.procs import die_with_parent, terminate_group
 from harness.settings import REPO_ROOT
 
 __all__ = ["LOCK", "BUILD_LOCK", "SERVED_NAME", "VERSION", "LlamaCppPythonServer", "install", "reference_gguf", "start"]
@@ -48,7 +46,6 @@ HOST = "127.0.0.1"
 # llama-server's manifest gives 4 slots of 1024 tokens; this server has one context (requests are serialised)
 SERVER_ARGS = ("--n_ctx", "1024", "--seed", "0", "--n_threads", "2", "--n_threads_batch", "2")
 READY_TIMEOUT_S = 120.0
-_PR_SET_PDEATHSIG = 1
 
 
 def install() -> Path:
@@ -101,13 +98,6 @@ class LlamaCppPythonServer:
         self.stop()
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
-
 def server_environment(run_dir: Path, api_key: str | None = None) -> dict[str, str]:
     """Only what the server needs: nothing of the caller's that its settings or httpx would read."""
     env = {
@@ -141,7 +131,7 @@ def start(
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             command(python, reference_gguf(), port), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=server_environment(run_dir, api_key), cwd=run_dir, start_new_session=True, preexec_fn=_die_with_parent,
+            env=server_environment(run_dir, api_key), cwd=run_dir, start_new_session=True, preexec_fn=die_with_parent,
         )  # fmt: skip
     srv = LlamaCppPythonServer(proc=proc, port=port, log_path=log_path, api_key=api_key)
     try:

@@ -73,8 +73,6 @@ __all__ = [
     "verify_build",
     "ensure_llama_server",
     "cmake_flags",
-    "PROJECT_NAME",
-    "SDIST_FILENAME",
 ]
 
 _EXACT_VERSION = re.compile(r"\d+(?:\.\d+)*")

@@ -97,11 +97,12 @@ class LivenessCheck:
 
 
 def _is_json_list(body: bytes) -> bool:
-    import json
+    from harness.errors import HarnessError
+    from harness.readers import parse_json  # the one bounded JSON reader (depth, NaN)
 
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
+        doc = parse_json(body.decode("utf-8", "replace"), "liveness answer", "GET /v1/models body")
+    except HarnessError:
         return False
     return isinstance(doc, dict) and isinstance(doc.get("data"), list)
 

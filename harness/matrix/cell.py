@@ -29,6 +29,7 @@ from harness import __version__
 from harness.errors import DataError, HarnessError, IdentityMismatch, InstallError
 from harness.outputs import atomic_write_text
 from harness.readers import read_json
+from harness.shown import strip_ansi
 
 __all__ = [
     "CELL_FORMAT",
@@ -261,7 +262,6 @@ def _log_tail(path: Path, max_bytes: int = 3000) -> str:
         return ""
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(r"^\s*(\(\w+ pid=\d+\)\s*)?((INFO|WARNING|ERROR|DEBUG) \d\d-\d\d [\d:]+ \[[^\]]*\]\s*)?")
 _FINDING = re.compile(r"\b(\w+Error|\w+Exception)\b[:(]|\bnot found\b")
 
@@ -276,7 +276,7 @@ def log_findings(path: Path, limit: int = 8, max_bytes: int = 8 << 20) -> list[s
         return []
     seen: list[str] = []
     for raw in text.splitlines():
-        line = _PREFIX.sub("", _ANSI.sub("", raw)).strip()
+        line = _PREFIX.sub("", strip_ansi(raw)).strip()
         if line.startswith(("File ", "raise ", "^")) or not _FINDING.search(line) or line in seen:
             continue
         seen.append(line[:400])

@@ -122,7 +122,7 @@ def cmd_install(args) -> int:
 
 
 def cmd_model_build(args) -> int:
-    from harness.tinymodel import build_reference_model
+    from harness.models.reference import build_reference_model
 
     print(build_reference_model(Path(args.dir), force=args.force))
     return 0

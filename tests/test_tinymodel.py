@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import RefusedError
 from harness.hashing import tree_hash
-from harness.tinymodel import (
+from harness.models.reference import (
     CHAT_TEMPLATE,
     REFERENCE_FILE_NAMES,
     REFERENCE_MODEL_SPEC,

@@ -23,7 +23,7 @@ A load-test scenario (`loadtests/*.yaml`, the format `harness load` runs) replay
 load` would send (`harness.load.scenario.plan`: same seed, arrival offsets, prompt texts, shared prefix and
 max_tokens), turned into the token ids the engine sees with the embedded reference
 model, whose tokenizer is byte-level (token id = byte value) and whose chat template is
-`<s><|user|>\\n{content}\\n<|assistant|>\\n` (`harness.tinymodel.CHAT_TEMPLATE`); completions get `<s>` + the prompt.
+`<s><|user|>\\n{content}\\n<|assistant|>\\n` (`harness.models.reference.CHAT_TEMPLATE`); completions get `<s>` + the prompt.
 So a shared text prefix gives the same leading token ids, and the prefix cache sees what the engine sees.
 
 Approximations, stated: output length = max_tokens (the scenarios set ignore_eos); a closed-loop scenario (arrival kind
@@ -254,7 +254,7 @@ def is_load_scenario(doc: object) -> bool:
 
 
 def _prompt_ids(text: str, endpoint: str) -> tuple[int, ...]:
-    from harness.tinymodel import BOS_ID
+    from harness.models.reference import BOS_ID
 
     if endpoint == "chat":
         return (BOS_ID, *f"<|user|>\n{text}\n<|assistant|>\n".encode())

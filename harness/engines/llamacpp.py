@@ -18,7 +18,7 @@ class _LlamaCpp(EngineProfile):
         return ["-m", model, "--alias", served_name, "--host", host, "--port", str(port), "--metrics"]
 
     def build_reference_model(self, dest: Path) -> str:
-        from harness.engines.gguf import build_reference_gguf
+        from harness.models.gguf import build_reference_gguf
 
         return build_reference_gguf(dest)
 

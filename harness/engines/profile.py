@@ -177,7 +177,7 @@ class EngineProfile:
 
     def build_reference_model(self, dest: Path) -> str:
         """Write the embedded reference model in this engine's format into `dest`; returns its content hash."""
-        from harness.tinymodel import build_reference_model
+        from harness.models.reference import build_reference_model
 
         return build_reference_model(dest)
 

@@ -10,7 +10,7 @@ import yaml
 from harness.cli import main
 from harness.hashing import tree_hash
 from harness.manifest import DEFAULT_MANIFEST
-from harness.tinymodel import build_reference_model
+from harness.models.reference import build_reference_model
 
 
 def _manifest(tmp_path, model_dir, port=0):

@@ -22,7 +22,7 @@ from harness.cli import main
 from harness.errors import DataError, ManifestError, UsageError
 from harness.hashing import tree_hash
 from harness.manifest import DEFAULT_MANIFEST, load_manifest
-from harness.tinymodel import build_reference_model
+from harness.models.reference import build_reference_model
 from tests.support import netguard
 
 BASE = yaml.safe_load(DEFAULT_MANIFEST.read_text())

@@ -1,22 +1,22 @@
-"""The reference tiny model (`harness.tinymodel`) as one GGUF file, written byte-identically on every machine.
+"""The reference tiny model (`harness.models.reference`) as one GGUF file, written byte-identically on every machine.
 
     digest = build_reference_gguf(DIR)     # DIR/model.gguf; returns harness.hashing.tree_hash(DIR)
 
-Same weights as the safetensors model (`tinymodel.reference_weights()`), same token ids, specials and chat template, in
+Same weights as the safetensors model (`reference.reference_weights()`), same token ids, specials and chat template, in
 llama.cpp's layout (what `convert_hf_to_gguf.py` does for a LlamaForCausalLM), written with the `gguf` package:
 
     architecture  llama, float32 tensors (general.file_type 0 = ALL_F32), GGUF v3, default 32-byte alignment
     tensors       token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
                   ffn_down}, output_norm, output; Q and K rows permuted for llama.cpp's interleaved rope (`_permute`,
                   as convert_hf_to_gguf.py's LlamaModel.permute: HF's rotate-half pairs (i, i + d/2) become (2i, 2i+1))
-    tokenizer     model `gpt2` (byte-level BPE) with exactly the 260 tokens of tinymodel: 0..255 the GPT-2 ByteLevel
+    tokenizer     model `gpt2` (byte-level BPE) with exactly the 260 tokens of the reference model: 0..255 the GPT-2 ByteLevel
                   character of that byte (NORMAL), 256 <pad>, 257 <s>, 258 </s>, 259 <unk> (CONTROL); no added tokens
                   (more entries than the token-type array overflows it in the loader); pre-tokenizer `default`
     merges        exactly one, `<s> </s>`: the loader refuses an empty merge list, and this pair can never apply
                   (BPE starts from single characters and no other merge exists to build either side), so tokenisation
                   is one token per byte, as in the HF tokenizer
     specials      bos 257, eos 258, pad 256, unk 259; add_bos_token true (the HF post-processor prepends <s>),
-                  add_eos_token false; the chat template is tinymodel.CHAT_TEMPLATE
+                  add_eos_token false; the chat template is reference.CHAT_TEMPLATE
 
 Determinism: every key is added in one fixed order (the writer keeps insertion order), there is no timestamp, no
 path and no version string of the writer in the file, and tensors are little-endian float32 from a deterministic
@@ -35,7 +35,7 @@ import numpy as np
 
 from harness.errors import RefusedError
 from harness.hashing import tree_hash
-from harness.tinymodel import (
+from harness.models.reference import (
     CHAT_TEMPLATE,
     REFERENCE_MODEL_SPEC,
     SPECIAL_TOKENS,

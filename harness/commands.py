@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.manifest import DEFAULT_MANIFEST, load_manifest
+from harness.models.catalog import EMBEDDED_MODELS, FORMATS
 
 
 def register(sub) -> None:
@@ -25,10 +26,13 @@ def register(sub) -> None:
     p.add_argument("manifest")
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("model", help="the embedded reference model")
+    p = sub.add_parser("model", help="the embedded models (reference-tiny, scripted-tiny)")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
-    b = msub.add_parser("build", help="write the reference tiny model (byte-identical everywhere)")
+    b = msub.add_parser("build", help="write an embedded tiny model (byte-identical everywhere)")
     b.add_argument("dir")
+    b.add_argument("--model", choices=EMBEDDED_MODELS, default="reference-tiny", help="default: reference-tiny")
+    b.add_argument("--format", choices=FORMATS, default="safetensors",
+                   help="safetensors (vLLM, TGI) or gguf (llama.cpp); default safetensors")  # fmt: skip
     b.add_argument("--force", action="store_true")
     b.set_defaults(func=cmd_model_build)
     h = msub.add_parser("hash", help="print a model directory's content hash")
@@ -122,9 +126,9 @@ def cmd_install(args) -> int:
 
 
 def cmd_model_build(args) -> int:
-    from harness.models.reference import build_reference_model
+    from harness.models.catalog import build_embedded
 
-    print(build_reference_model(Path(args.dir), force=args.force))
+    print(build_embedded(args.model, args.format, Path(args.dir), force=args.force))
     return 0
 
 

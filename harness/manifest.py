@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from harness.engines import PROFILES, EngineProfile, profile_for
 from harness.errors import ManifestError
 from harness.launch.argcheck import refused_arg, refused_env, refused_loader_env
+from harness.models.catalog import EMBEDDED_MODELS
 from harness.net import is_loopback_host
 from harness.pkgnames import PROJECT_NAME, SDIST_FILENAME
 from harness.readers import read_bytes
@@ -195,7 +196,9 @@ class RuntimeSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    source: str = Field(description="'reference-tiny' (built by the harness) or a local directory path")
+    source: str = Field(
+        description="'reference-tiny' or 'scripted-tiny' (built by the harness) or a local directory path"
+    )
     sha256: str = Field(description="content hash of the model directory (see harness.hashing.tree_hash)")
     served_name: str
 
@@ -296,6 +299,11 @@ class Manifest(_Strict):
     @property
     def model_is_reference(self) -> bool:
         return self.model.source == "reference-tiny"
+
+    @property
+    def model_is_embedded(self) -> bool:
+        """An embedded model (harness.models.catalog), built by the harness, not a directory."""
+        return self.model.source in EMBEDDED_MODELS
 
     def file_sha256(self) -> str:
         return hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path else ""
@@ -434,6 +442,7 @@ def load_manifest(path: str | Path, *, require_digest: bool = True) -> Manifest:
     if m.source_build_lock is not None:
         read_lock(p, m.source_build_lock, field="runtime.source.build_lock")
     _check_preload(p, m, lock)
-    if not m.model_is_reference and not m.resolve(m.model.source).is_dir():
-        raise ManifestError(p, "model.source", f"not 'reference-tiny' and not a directory: {_shown(m.model.source)}")
+    if not m.model_is_embedded and not m.resolve(m.model.source).is_dir():
+        names = " or ".join(f"'{n}'" for n in EMBEDDED_MODELS)
+        raise ManifestError(p, "model.source", f"not {names} and not a directory: {_shown(m.model.source)}")
     return m

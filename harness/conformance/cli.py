@@ -37,6 +37,12 @@ def register(sub) -> None:
     )
     p.add_argument("--model", default=None, help="served model name (default: first of /v1/models)")
     p.add_argument(
+        "--scripted",
+        action="store_true",
+        help="with --url: the server serves the embedded scripted model (harness model build --model scripted-tiny),"
+        " so the tools.* and reasoning.* cases run (with a manifest, its model.source says so)",
+    )
+    p.add_argument(
         "--engine-url",
         metavar="URL",
         help="with --url GATEWAY: the loopback URL of the engine behind the gateway; the wire is judged at the"
@@ -145,7 +151,19 @@ MODE_OPTIONS: dict[str, frozenset[str]] = {
     "--render": frozenset({"render"}),
     "--rejudge": frozenset({"rejudge", "expect", "out", "force", "max_seconds", "cases", "fault"}),
     "--url": frozenset(
-        {"url", "expect", "api_key_env", "model", "out", "force", "max_seconds", "stream_seconds", "cases", "fault"}
+        {
+            "url",
+            "expect",
+            "api_key_env",
+            "model",
+            "out",
+            "force",
+            "max_seconds",
+            "stream_seconds",
+            "cases",
+            "fault",
+            "scripted",
+        }
     )
     | {"engine_url", "engine_api_key_env", "compare_direct", "direct_expect"},  # a gateway and the engine behind it
     "MANIFEST": frozenset(
@@ -157,10 +175,11 @@ FLAGS = {"manifest": "MANIFEST", "url": "--url", "expect": "--expect", "api_key_
          "max_seconds": "--max-seconds", "stream_seconds": "--stream-seconds", "cases": "-k", "fault": "--fault",
          "list": "--list", "extra_arg": "--extra-arg", "engine_url": "--engine-url",
          "engine_api_key_env": "--engine-api-key-env", "compare_direct": "--compare-direct",
-         "direct_expect": "--direct-expect"}  # fmt: skip
+         "direct_expect": "--direct-expect", "scripted": "--scripted"}  # fmt: skip
 GATEWAY_OPTIONS = ("engine_url", "engine_api_key_env", "compare_direct", "direct_expect")
 WHY_NOT = {("MANIFEST", "api_key_env"): "a launched engine takes its key from the manifest (server.api_key_env)",
            ("MANIFEST", "model"): "a launched engine serves the manifest's model",
+           ("MANIFEST", "scripted"): "a launched engine's model.source says whether it is the scripted model",
            ("--rejudge", "stream_seconds"): "the saved run's bound is judged again (evidence/index.json)",
            ("--rejudge", "model"): "the saved run's model is judged again",
            **{(m, d): "a gateway is checked by attaching to it: --url GATEWAY --engine-url ENGINE"
@@ -244,7 +263,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
         if args.out:  # checked before any request: a refused --out costs nothing
             _check_out(args)
         ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, key),
-                      engine_url=gw.url, engine_api_key=gw.key, **bounds)  # fmt: skip
+                      engine_url=gw.url, engine_api_key=gw.key, scripted_model=args.scripted, **bounds)  # fmt: skip
         t_ready = time.monotonic()
         info = {"url": redact_url(url), **({"engine_url": redact_url(gw.url)} if gw.url else {})}
         report = _run(ctx, key, patterns=args.cases, engine_info=info, **suite)

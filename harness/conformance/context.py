@@ -60,6 +60,7 @@ class Ctx:
     evidence: EvidenceRecorder | None = None  # when set, every exchange of every client built here is saved
     engine_url: str = ""  # the engine behind a gateway at base_url ("" when base_url is the engine itself)
     engine_api_key: str | None = None  # the key the engine behind the gateway wants (its own, not the gateway's)
+    scripted_model: bool | None = None  # the server serves the scripted model (`--scripted`); None: the manifest says
     _client: httpx.AsyncClient | None = None
     _engine_client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)
@@ -94,6 +95,15 @@ class Ctx:
         if timeout is not None:
             kw["timeout"] = timeout
         return make_client(self.base_url, **kw)
+
+    @property
+    def scripted(self) -> bool:
+        """The server serves the embedded scripted model, so the tools.* and reasoning.* cases know what it says:
+        told (`--scripted`, a saved run), else the launched manifest's model.source."""
+        if self.scripted_model is not None:
+            return self.scripted_model
+        manifest = getattr(getattr(self.engine, "spec", None), "manifest", None)
+        return getattr(getattr(manifest, "model", None), "source", None) == "scripted-tiny"
 
     @property
     def behind_gateway(self) -> bool:

@@ -81,6 +81,7 @@ async def rejudge(run_dir: str | Path, exp: Any, *, on_result: Any = None, out: 
     engine_url = REPLAY_URL if saved_engine.get("engine_url") else ""
     ctx = new_ctx(REPLAY_URL, exp, model=model, api_key=REPLAY_KEY if idx.get("api_key") is True else None,
                   transport=replay, evidence=recorder, max_stream_s=stream_s, engine_url=engine_url,
+                  scripted_model=saved_engine.get("scripted_model") is True,
                   max_stream_bytes=int(index_number(idx, "max_stream_bytes", MAX_STREAM_BYTES, where)))  # fmt: skip
     saved = store.verdicts()
     engine = dict(idx.get("engine") or {}) if isinstance(idx.get("engine"), dict) else {}

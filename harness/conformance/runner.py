@@ -148,6 +148,8 @@ async def run_suite(
         if not ctx.model:
             ctx.model = await discover_model(ctx)
         report.engine.setdefault("model", ctx.model)
+        if ctx.scripted:  # a re-judge of this run knows the tools.* and reasoning.* cases had their model
+            report.engine.setdefault("scripted_model", True)
         for case in cases:
             token = current_case(case.id)
             try:

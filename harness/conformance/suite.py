@@ -13,6 +13,8 @@ from harness.conformance.cases import (
     requests,
     structured,
     fields,
+    tools,
+    reasoning,
     errors,
     metrics,
     cancel,
@@ -25,7 +27,8 @@ from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, errors, metrics, cancel, auth)
+FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, tools, reasoning, errors, metrics, cancel,
+            auth)  # fmt: skip
 
 
 def all_cases() -> list[Case]:

@@ -17,11 +17,6 @@ class _LlamaCpp(EngineProfile):
         # --metrics: /metrics is off unless asked for; --alias: the name /v1/models lists and responses carry
         return ["-m", model, "--alias", served_name, "--host", host, "--port", str(port), "--metrics"]
 
-    def build_reference_model(self, dest: Path) -> str:
-        from harness.models.gguf import build_reference_gguf
-
-        return build_reference_gguf(dest)
-
     def build_from_source(self, source: Any, version: str, *, quiet: bool = False,
                           build_lock: Path | None = None) -> Path:  # fmt: skip
         from harness.engines.llamacpp_build import SourcePin, ensure_llama_server

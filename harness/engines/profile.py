@@ -175,11 +175,9 @@ class EngineProfile:
         given = {a.split("=", 1)[0] for a in user_args}
         return [x for flag, value in self.default_args if flag not in given for x in (flag, value)]
 
-    def build_reference_model(self, dest: Path) -> str:
-        """Write the embedded reference model in this engine's format into `dest`; returns its content hash."""
-        from harness.models.reference import build_reference_model
-
-        return build_reference_model(dest)
+    def surface_revision(self) -> str:
+        """A short digest of the code that captures the argument surface ("" when it never changed)."""
+        return ""
 
     def build_from_source(self, source: Any, version: str, *, quiet: bool = False,
                           build_lock: Path | None = None) -> Path:  # fmt: skip

@@ -107,6 +107,33 @@ for a in parser._actions:
                 "choices": safe(list(a.choices)) if a.choices is not None else None, "nargs": safe(a.nargs),
                 "takes_value": a.nargs != 0, "deprecated": bool(a in dep or getattr(a, "deprecated", False)),
                 "help": (h.strip().splitlines() or [""])[0][:300], "help_full": h[:2000]})
+# parsers are registered, not argparse choices (--tool-call-parser has none; --reasoning-parser lost its choices):
+# the registry's names are the flag's choices, so a manifest naming a parser the release lacks is refused before launch
+def registered(modules, attrs):
+    for n in modules:
+        try:
+            m = importlib.import_module(n)
+        except Exception:
+            continue
+        for cls_name in attrs:
+            mgr = getattr(m, cls_name, None)
+            names = set()
+            for reg in ("tool_parsers", "reasoning_parsers", "lazy_parsers", "_registry"):
+                v = getattr(mgr, reg, None)
+                if isinstance(v, dict):
+                    names |= {k for k in v if isinstance(k, str)}
+            if names:
+                return sorted(names)
+    return None
+registries = {
+    "--tool-call-parser": registered(("vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers"), ("ToolParserManager",)),
+    "--reasoning-parser": registered(("vllm.reasoning",), ("ReasoningParserManager",)),
+}
+for entry in out:
+    names = registries.get(entry["option_strings"][0]) if entry["option_strings"] else None
+    if names and not entry["choices"]:
+        entry["choices"] = names
+        entry["choices_from"] = "registry"
 import vllm
 sys.stdout.write("\n" + MARK + json.dumps({"version": getattr(vllm, "__version__", None), "actions": out}) + "\n")
 """
@@ -120,6 +147,11 @@ class _Vllm(EngineProfile):
     def extra_env(self, host: str) -> dict[str, str]:
         # vLLM's internal torch.distributed rendezvous stays on loopback too (see PLUGIN_SOURCE_TEMPLATE)
         return {"VLLM_HOST_IP": host, "GLOO_SOCKET_IFNAME": "lo"}
+
+    def surface_revision(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(SURFACE_SNIPPET.encode()).hexdigest()[:8]
 
     def argument_surface(self, runtime: Path, release: str) -> dict[str, Any]:
         """The API server's parser, built by the environment's Python at `runtime` (no engine starts)."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.engines import IdentityProblem
-from harness.errors import ManifestError, RefusedError, UsageError
+from harness.errors import HarnessError, ManifestError, RefusedError, UsageError
 from harness.launch.argcheck import refused_arg, refused_env, refused_loader_env
 from harness.launch.base import Engine, LaunchSpec, new_run_id
 from harness.launch.listening import listening_sockets, non_loopback
@@ -69,6 +69,7 @@ def prepare(
             m.runtime.source, m.engine.version, quiet=quiet, build_lock=m.source_build_lock
         )
         _say(f"engine: verified source build {binary}", quiet)
+    refuse_unaccepted_args(m)
     spec = LaunchSpec(
         manifest=m, run_id=run_id, run_dir=run_dir, model_dir=model_dir, port=port, host=m.server.host,
         env_dir=env_dir, binary=binary, extra_args=tuple(extra_args), extra_env=dict(extra_env or {}),
@@ -80,6 +81,22 @@ def prepare(
     from harness.launch.subprocess_engine import SubprocessEngine
 
     return SubprocessEngine(spec)
+
+
+def refuse_unaccepted_args(m: Manifest) -> None:
+    """A manifest flag the release's own parser would refuse (an unknown flag, a parser name the release has not
+    registered: `--tool-call-parser`, `--reasoning-parser`) is refused here, before the engine starts, naming the
+    flag. The surface is read from the installed environment or build (cached; no engine starts); where it cannot be
+    read (a container image) the engine's own start is the check."""
+    from harness.launch.surfaces import manifest_arg_problems, release_surface
+
+    try:
+        surface = release_surface(m, install=False)
+    except HarnessError:  # SurfaceUnavailable included: no surface here, the engine's parser decides at start
+        return
+    problems = manifest_arg_problems(m, surface)
+    if problems:
+        raise ManifestError(m.path or m.name, "server.args", f"{problems[0]['line']}; refused before launch")
 
 
 def check_launch_inputs(m: Manifest, extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:

@@ -24,13 +24,15 @@ __all__ = ["release_surface", "cached_release_surface", "surface_key", "manifest
 def surface_key(manifest: Manifest) -> str | None:
     """The cache key of the manifest's release surface, or None for a runtime with none (a container image)."""
     kind, version = manifest.engine.kind, manifest.engine.version
+    rev = manifest.profile.surface_revision()  # a new capture code is a new capture, never an old one's cache
+    rev = f"-r{rev}" if rev else ""
     if manifest.runtime.python is not None:
         from harness.envs import env_for
 
-        return f"{kind}-{version}-env-{env_for(manifest).path.name}-f{SURFACE_FORMAT}"
+        return f"{kind}-{version}-env-{env_for(manifest).path.name}-f{SURFACE_FORMAT}{rev}"
     src = manifest.runtime.source
     if src is not None:
-        return f"{kind}-{version}-src-{src.sha256[:32]}-f{SURFACE_FORMAT}"
+        return f"{kind}-{version}-src-{src.sha256[:32]}-f{SURFACE_FORMAT}{rev}"
     return None
 
 

@@ -1,4 +1,6 @@
-"""The reference tiny model (`harness.models.reference`) as one GGUF file, written byte-identically on every machine.
+"""The embedded models as one GGUF file each, written byte-identically on every machine (the reference model below;
+the scripted model the same way, with its own vocabulary: bytes NORMAL, specials and selectors CONTROL, the parsers'
+markers USER_DEFINED, script pieces NORMAL, and one merge that never applies).
 
     digest = build_reference_gguf(DIR)     # DIR/model.gguf; returns harness.hashing.tree_hash(DIR)
 
@@ -29,6 +31,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +47,22 @@ from harness.models.reference import (
     reference_weights,
 )
 
-__all__ = ["GGUF_FILENAME", "GGUF_MODEL_NAME", "MERGES", "gguf_tensors", "write_reference_gguf", "build_reference_gguf"]
+__all__ = [
+    "GGUF_FILENAME",
+    "GGUF_MODEL_NAME",
+    "MERGES",
+    "GgufModel",
+    "gguf_tensors",
+    "write_gguf",
+    "write_reference_gguf",
+    "build_gguf",
+    "build_reference_gguf",
+    "build_scripted_gguf",
+]
 
 GGUF_FILENAME = "model.gguf"
 GGUF_MODEL_NAME = "harness-tiny-reference"
+SCRIPTED_GGUF_NAME = "harness-tiny-scripted"
 MERGES = ["<s> </s>"]
 
 
@@ -57,17 +73,14 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     )
 
 
-def gguf_tensors() -> list[tuple[str, np.ndarray]]:
-    """(GGUF tensor name, little-endian float32 array in HF [out, in] shape) in the order they are written."""
-    s = REFERENCE_MODEL_SPEC
-    w = reference_weights()
+def _layer_tensors(w: dict[str, np.ndarray], cfg: dict) -> list[tuple[str, np.ndarray]]:
     out = [("token_embd.weight", w["model.embed_tokens.weight"])]
-    for i in range(s["num_hidden_layers"]):
+    for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         out += [
             (f"blk.{i}.attn_norm.weight", w[p + "input_layernorm.weight"]),
-            (f"blk.{i}.attn_q.weight", _permute(w[p + "self_attn.q_proj.weight"], s["num_attention_heads"])),
-            (f"blk.{i}.attn_k.weight", _permute(w[p + "self_attn.k_proj.weight"], s["num_key_value_heads"])),
+            (f"blk.{i}.attn_q.weight", _permute(w[p + "self_attn.q_proj.weight"], cfg["num_attention_heads"])),
+            (f"blk.{i}.attn_k.weight", _permute(w[p + "self_attn.k_proj.weight"], cfg["num_key_value_heads"])),
             (f"blk.{i}.attn_v.weight", w[p + "self_attn.v_proj.weight"]),
             (f"blk.{i}.attn_output.weight", w[p + "self_attn.o_proj.weight"]),
             (f"blk.{i}.ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
@@ -79,6 +92,13 @@ def gguf_tensors() -> list[tuple[str, np.ndarray]]:
     for name, arr in out:
         assert arr.dtype == np.dtype("<f4") and arr.flags.c_contiguous, name
     return out
+
+
+def gguf_tensors() -> list[tuple[str, np.ndarray]]:
+    """(GGUF tensor name, little-endian float32 array in HF [out, in] shape) in the order they are written."""
+    s = REFERENCE_MODEL_SPEC
+    cfg = {k: s[k] for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads")}
+    return _layer_tensors(reference_weights(), cfg)
 
 
 def _tokens() -> tuple[list[str], list[int]]:
@@ -95,40 +115,75 @@ def _tokens() -> tuple[list[str], list[int]]:
     return vocab, types
 
 
-def write_reference_gguf(path: Path) -> None:
-    """Write the GGUF file at `path` (no atomicity; see build_reference_gguf)."""
+@dataclass(frozen=True)
+class GgufModel:
+    """What one GGUF file holds, in the writer's order: the HF config, tensors, tokenizer and template."""
+
+    name: str
+    config: dict
+    tensors: list[tuple[str, np.ndarray]]
+    vocab: list[str]
+    types: list[int]
+    merges: list[str]
+    specials: dict[str, int]  # bos, eos, pad, unk (those the model has)
+    add_bos: bool
+    chat_template: str
+
+
+def _reference_model() -> GgufModel:
+    s = REFERENCE_MODEL_SPEC
+    vocab, types = _tokens()
+    specials = {k: s[f"{k}_token_id"] for k in ("bos", "eos", "pad", "unk")}
+    return GgufModel(GGUF_MODEL_NAME, dict(s), gguf_tensors(), vocab, types, MERGES, specials, True, CHAT_TEMPLATE)
+
+
+def _scripted_model() -> GgufModel:
     import gguf
 
-    s = REFERENCE_MODEL_SPEC
+    import harness.models.scripted as scripted
+
+    cfg = scripted.config()
+    kinds = {"normal": gguf.TokenType.NORMAL, "control": gguf.TokenType.CONTROL,
+             "user_defined": gguf.TokenType.USER_DEFINED}  # fmt: skip
+    types = [int(kinds[k]) for k in scripted.token_kinds()]
+    specials = {"bos": cfg["pad_token_id"], "eos": cfg["eos_token_id"], "pad": cfg["pad_token_id"]}
+    return GgufModel(SCRIPTED_GGUF_NAME, cfg, _layer_tensors(scripted.scripted_weights(), cfg),
+                     scripted.vocab_strings(), types, [scripted.NEVER_MERGE], specials, False,
+                     scripted.CHAT_TEMPLATE)  # fmt: skip
+
+
+def write_gguf(path: Path, m: GgufModel) -> None:
+    """Write the GGUF file at `path` (no atomicity; see build_gguf)."""
+    import gguf
+
+    c = m.config
     wr = gguf.GGUFWriter(str(path), "llama")  # adds general.architecture first
-    wr.add_name(GGUF_MODEL_NAME)
+    wr.add_name(m.name)
     wr.add_file_type(int(gguf.LlamaFileType.ALL_F32))
-    wr.add_vocab_size(s["vocab_size"])
-    wr.add_context_length(s["max_position_embeddings"])
-    wr.add_embedding_length(s["hidden_size"])
-    wr.add_block_count(s["num_hidden_layers"])
-    wr.add_feed_forward_length(s["intermediate_size"])
-    wr.add_head_count(s["num_attention_heads"])
-    wr.add_head_count_kv(s["num_key_value_heads"])
-    wr.add_key_length(s["head_dim"])
-    wr.add_value_length(s["head_dim"])
-    wr.add_rope_dimension_count(s["head_dim"])
-    wr.add_rope_freq_base(float(s["rope_theta"]))
-    wr.add_layer_norm_rms_eps(float(s["rms_norm_eps"]))
-    vocab, types = _tokens()
+    wr.add_vocab_size(c["vocab_size"])
+    wr.add_context_length(c["max_position_embeddings"])
+    wr.add_embedding_length(c["hidden_size"])
+    wr.add_block_count(c["num_hidden_layers"])
+    wr.add_feed_forward_length(c["intermediate_size"])
+    wr.add_head_count(c["num_attention_heads"])
+    wr.add_head_count_kv(c["num_key_value_heads"])
+    wr.add_key_length(c["head_dim"])
+    wr.add_value_length(c["head_dim"])
+    wr.add_rope_dimension_count(c["head_dim"])
+    wr.add_rope_freq_base(float(c["rope_theta"]))
+    wr.add_layer_norm_rms_eps(float(c["rms_norm_eps"]))
     wr.add_tokenizer_model("gpt2")
     wr.add_tokenizer_pre("default")
-    wr.add_token_list(vocab)
-    wr.add_token_types(types)
-    wr.add_token_merges(MERGES)
-    wr.add_bos_token_id(s["bos_token_id"])
-    wr.add_eos_token_id(s["eos_token_id"])
-    wr.add_pad_token_id(s["pad_token_id"])
-    wr.add_unk_token_id(s["unk_token_id"])
-    wr.add_add_bos_token(True)
+    wr.add_token_list(m.vocab)
+    wr.add_token_types(m.types)
+    wr.add_token_merges(m.merges)
+    for kind in ("bos", "eos", "pad", "unk"):
+        if kind in m.specials:
+            getattr(wr, f"add_{kind}_token_id")(m.specials[kind])
+    wr.add_add_bos_token(m.add_bos)
     wr.add_add_eos_token(False)
-    wr.add_chat_template(CHAT_TEMPLATE)
-    for name, arr in gguf_tensors():
+    wr.add_chat_template(m.chat_template)
+    for name, arr in m.tensors:
         wr.add_tensor(name, arr)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
@@ -136,7 +191,22 @@ def write_reference_gguf(path: Path) -> None:
     wr.close()
 
 
+def write_reference_gguf(path: Path) -> None:
+    """Write the reference model's GGUF file at `path` (no atomicity; see build_reference_gguf)."""
+    write_gguf(path, _reference_model())
+
+
 def build_reference_gguf(dest_dir: Path, force: bool = False) -> str:
+    """The reference model as DIR/model.gguf (see build_gguf)."""
+    return build_gguf(dest_dir, _reference_model, force=force)
+
+
+def build_scripted_gguf(dest_dir: Path, force: bool = False) -> str:
+    """The scripted model (harness.models.scripted) as DIR/model.gguf (see build_gguf)."""
+    return build_gguf(dest_dir, _scripted_model, force=force)
+
+
+def build_gguf(dest_dir: Path, model: Callable[[], GgufModel], force: bool = False) -> str:
     """Write DIR/model.gguf and return tree_hash(DIR), built in a temporary directory beside DIR then renamed.
 
     An existing non-empty DIR (or a non-directory) is refused unless force=True, in which case it is replaced.
@@ -151,7 +221,7 @@ def build_reference_gguf(dest_dir: Path, force: bool = False) -> str:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
         os.chmod(tmp, 0o755)
-        write_reference_gguf(tmp / GGUF_FILENAME)
+        write_gguf(tmp / GGUF_FILENAME, model())
         with open(tmp / GGUF_FILENAME, "rb") as f:
             os.fsync(f.fileno())
         old = None

@@ -33,18 +33,11 @@ Every JSON file is written with sorted keys, fixed separators and ASCII escapes,
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import struct
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import HarnessError, OutputError, RefusedError
-from harness.hashing import tree_hash
-from harness.readers import read_json
+from harness.models.bytelevel import build_model_dir, bytes_to_unicode, dumps, safetensors_bytes
 
 __all__ = [
     "REFERENCE_SEED",
@@ -124,23 +117,6 @@ CHAT_TEMPLATE = (
 )
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's ByteLevel map byte -> printable character (the one `tokenizers` ByteLevel uses)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-def _dumps(obj) -> bytes:
-    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=True, separators=(",", ": ")) + "\n").encode("ascii")
-
-
 def _tensor_plan() -> list[tuple[str, tuple[int, ...], str]]:
     """(name, HF shape [out, in], init kind) in the fixed order the random stream is consumed."""
     s = REFERENCE_MODEL_SPEC
@@ -195,21 +171,6 @@ def reference_weights() -> dict[str, np.ndarray]:
             w[_DAMPED_ROWS, :] *= REFERENCE_MODEL_SPEC["lm_head_damping"]
         out[name] = np.ascontiguousarray(w.astype("<f4"))
     return out
-
-
-def _safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
-    """safetensors: u64 LE header length, JSON header (sorted names, no spaces, space-padded to 8), raw data."""
-    header: dict = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    names = sorted(tensors)
-    for name in names:
-        arr = tensors[name]
-        assert arr.dtype == np.dtype("<f4") and arr.flags.c_contiguous
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
-        offset += arr.nbytes
-    hjson = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    hjson += b" " * (-len(hjson) % 8)
-    return struct.pack("<Q", len(hjson)) + hjson + b"".join(tensors[n].tobytes() for n in names)
 
 
 def _tokenizer_json() -> dict:
@@ -310,12 +271,12 @@ def reference_files() -> dict[str, bytes]:
         "tokenizer_class": "PreTrainedTokenizerFast",
     }
     return {
-        "config.json": _dumps(config),
-        "generation_config.json": _dumps(generation_config),
-        "model.safetensors": _safetensors_bytes(reference_weights()),
-        "special_tokens_map.json": _dumps(specials),
-        "tokenizer.json": _dumps(_tokenizer_json()),
-        "tokenizer_config.json": _dumps(tokenizer_config),
+        "config.json": dumps(config),
+        "generation_config.json": dumps(generation_config),
+        "model.safetensors": safetensors_bytes(reference_weights()),
+        "special_tokens_map.json": dumps(specials),
+        "tokenizer.json": dumps(_tokenizer_json()),
+        "tokenizer_config.json": dumps(tokenizer_config),
     }
 
 
@@ -326,78 +287,17 @@ def write_reference_model(directory: Path) -> None:
             f.write(data)
 
 
-def _is_reference_model(directory: Path) -> bool:
-    """True when `directory` holds only files of a reference model and its config.json has the reference shape: the
-    one kind of non-empty directory `model build --force` may replace (a real model has the same file names)."""
-    names = set(REFERENCE_FILE_NAMES)
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return False
-    if not entries or any(e.name not in names or not e.is_file(follow_symlinks=False) for e in entries):
-        return False
-    try:
-        config = read_json(directory / "config.json", "model config", max_bytes=1 << 20)
-    except HarnessError:
-        return False
+def _config_shape() -> dict:
     s = REFERENCE_MODEL_SPEC
-    shape = {"model_type": "llama", "vocab_size": s["vocab_size"], "hidden_size": s["hidden_size"],
-             "num_hidden_layers": s["num_hidden_layers"], "architectures": [s["architecture"]]}  # fmt: skip
-    return isinstance(config, dict) and all(config.get(k) == v for k, v in shape.items())
-
-
-def _check_destination(dest: Path, force: bool) -> None:
-    """Never delete or overwrite what is not a reference model: refuse the current directory (or one holding it), a
-    symlink, a file, and a non-empty directory that is not a reference model even with force; an existing reference
-    model only with force."""
-    cwd = Path(os.path.abspath(os.getcwd()))
-    if dest == cwd or dest in cwd.parents:
-        raise RefusedError(f"{dest}: is the current directory or holds it; give a new or empty directory for the model")
-    if dest.is_symlink():
-        raise RefusedError(f"{dest}: is a symlink; refusing to replace it (give a new or empty directory)")
-    if dest.exists() and not dest.is_dir():
-        raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite it (even with --force)")
-    if dest.is_dir() and any(dest.iterdir()):
-        if not _is_reference_model(dest):
-            raise RefusedError(
-                f"{dest}: directory is not empty and does not hold a reference model; refusing to overwrite it "
-                f"(even with --force): give a new or empty directory"
-            )
-        if not force:
-            raise RefusedError(f"{dest}: already holds a reference model; refusing to overwrite it (use --force)")
+    return {"model_type": "llama", "vocab_size": s["vocab_size"], "hidden_size": s["hidden_size"],
+            "num_hidden_layers": s["num_hidden_layers"], "architectures": [s["architecture"]]}  # fmt: skip
 
 
 def build_reference_model(dest: Path, force: bool = False) -> str:
     """Write the reference model into `dest` and return its content hash (harness.hashing.tree_hash).
 
     Built in a temporary directory beside `dest`, then renamed into place. `dest` must be new, an empty directory,
-    or (with force) a reference model built before; anything else is refused (see _check_destination).
+    or (with force) a reference model built before; anything else is refused (harness.models.bytelevel).
     """
-    dest = Path(os.path.abspath(dest))  # "." and "x/.." get a real name and parent
-    _check_destination(dest, force)
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    except OSError as exc:
-        raise OutputError(f"{dest}: cannot create the model directory: {exc.strerror}") from None
-    try:
-        os.chmod(tmp, 0o755)
-        write_reference_model(tmp)
-        for name in os.listdir(tmp):
-            with open(tmp / name, "rb") as f:
-                os.fsync(f.fileno())
-        old = None
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
-            os.rmdir(old)
-            os.replace(dest, old)
-        os.replace(tmp, dest)
-        if old is not None:
-            shutil.rmtree(old)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise OutputError(f"{dest}: cannot write the model: {exc.strerror or exc}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return tree_hash(dest)
+    return build_model_dir(dest, reference_files, REFERENCE_FILE_NAMES, _config_shape(), force=force,
+                           what="reference model")  # fmt: skip

@@ -8,9 +8,15 @@ import gguf  # a declared dependency: an import error fails, never skips
 import numpy as np
 import pytest
 
-from harness.models.gguf import GGUF_FILENAME, GGUF_MODEL_NAME, MERGES, _permute, build_reference_gguf, gguf_tensors
 from harness.errors import RefusedError
-from harness.models.reference import CHAT_TEMPLATE, REFERENCE_MODEL_SPEC, SPECIAL_TOKENS, bytes_to_unicode, reference_weights
+from harness.models.gguf import GGUF_FILENAME, GGUF_MODEL_NAME, MERGES, _permute, build_reference_gguf, gguf_tensors
+from harness.models.reference import (
+    CHAT_TEMPLATE,
+    REFERENCE_MODEL_SPEC,
+    SPECIAL_TOKENS,
+    bytes_to_unicode,
+    reference_weights,
+)
 
 # tree_hash of the directory holding model.gguf (pin this in the llama.cpp manifest)
 PINNED_GGUF_HASH = "f62248ee96981e55da1ea242c8506f8f9e235b263f64aa964f552283e102ae25"

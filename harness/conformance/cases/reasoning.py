@@ -1,0 +1,225 @@
+"""Reasoning through the engine's own reasoning parser (`reasoning.*`), on the scripted model.
+
+With thinking on (the template's default, as Qwen3's) the scripted model answers "Hi" with
+`<think>\\nThe user says hello. I greet them back.\\n</think>\\n\\nHello! How can I help?`; the parser (vLLM
+`--reasoning-parser qwen3`, llama.cpp `--reasoning-format deepseek`) moves the block into a reasoning field. Which
+field that is (`reasoning_content`, renamed `reasoning` by vLLM around 0.12, the old name removed in 0.16) is the
+observation of `reasoning.field`; the other cases check where the text goes, whatever the field is called. Text is
+compared without surrounding whitespace (engines differ in the newlines they keep around a think block; the raw
+values are in the evidence). On any other model these cases skip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.client import Trace
+from harness.conformance.cases.tools import MAX_TOKENS, NO_THINKING, message_of, needs_scripted
+from harness.conformance.context import probe
+from harness.conformance.model import Check, Deviations, Level, failed, info, passed, skipped, status_problem
+from harness.conformance.registry import case
+from harness.conformance.view import StreamView, choices, from_trace
+from harness.models.scripted import ANSWERS, REASONING
+
+__all__ = ["REASONING_FIELDS", "reasoning_of", "judge_split", "judge_reasoning_stream", "field_names"]
+
+CHAT = "/v1/chat/completions"
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+HI = [{"role": "user", "content": "Hi"}]
+THINK_MARKERS = ("<think>", "</think>")
+
+
+@probe("reasoning")
+async def _reasoning(ctx) -> Trace:
+    return await ctx.post(CHAT, ctx.chat(messages=HI, max_tokens=MAX_TOKENS), sse=False)
+
+
+@probe("reasoning.stream")
+async def _reasoning_stream(ctx) -> Trace:
+    body = ctx.chat(messages=HI, max_tokens=MAX_TOKENS, stream=True, stream_options={"include_usage": True})
+    return await ctx.post(CHAT, body)
+
+
+def field_names(obj: dict) -> list[str]:
+    """The reasoning fields present with a non-empty string, in REASONING_FIELDS order."""
+    return [f for f in REASONING_FIELDS if isinstance(obj.get(f), str) and obj.get(f)]
+
+
+def reasoning_of(obj: dict) -> str:
+    """The reasoning text of a message or delta, whichever field holds it (the first non-empty one)."""
+    names = field_names(obj)
+    return obj[names[0]] if names else ""
+
+
+def _has_markers(text: Any) -> bool:
+    return isinstance(text, str) and any(m in text for m in THINK_MARKERS)
+
+
+def judge_split(message: dict, reasoning: str, answer: str) -> Check:
+    """The reasoning block is in a reasoning field, the answer alone in content, no think marker in either."""
+    content = message.get("content")
+    text = reasoning_of(message)
+    dev = Deviations()
+    if not text:
+        if isinstance(content, str) and reasoning in content:
+            return failed("reasoning-in-content", {"reasoning": reasoning, "content": answer}, content)
+        return failed("no-reasoning", reasoning, {f: message.get(f) for f in ("content", *REASONING_FIELDS)})
+    if _has_markers(content):
+        dev.add("think-markers-in-content", "content without <think> markers", content)
+    if _has_markers(text):
+        dev.add("think-markers-in-reasoning", "reasoning without <think> markers", text)
+    if text.strip() != reasoning:
+        if answer in text and not (isinstance(content, str) and content.strip()):
+            dev.add("answer-in-reasoning", {"reasoning": reasoning, "content": answer}, {"reasoning": text,
+                    "content": content})  # fmt: skip
+        else:
+            dev.add("reasoning-mismatch", reasoning, text)
+    if not (isinstance(content, str) and content.strip() == answer) and "answer-in-reasoning" not in dev.behaviours:
+        dev.add("content-mismatch", answer, content)
+    return dev.check(passed(f"reasoning {text.strip()[:40]!r}, content {str(content).strip()[:40]!r}"))
+
+
+def _deltas(view: StreamView) -> list[tuple[int, dict]]:
+    out = []
+    for n, obj in view.objects():
+        for c in choices(obj):
+            if isinstance(c.get("delta"), dict):
+                out.append((n, c["delta"]))
+    return out
+
+
+def judge_reasoning_stream(view: StreamView, reasoning: str, answer: str) -> Check:
+    """Reasoning deltas come before content deltas (a client shows the thinking, then the answer); each adds up to
+    the script's text; no think marker in content."""
+    if view.status is not None and view.status != 200:
+        return failed(f"status-{view.status}", 200, view.status)
+    dev = Deviations()
+    r_parts, c_parts = [], []
+    first_content: int | None = None
+    for n, d in _deltas(view):
+        r = reasoning_of(d)
+        if r:
+            if first_content is not None:
+                dev.add("reasoning-after-content", "every reasoning delta before the first content delta", d, n)
+            r_parts.append(r)
+        c = d.get("content")
+        if isinstance(c, str) and c:
+            if not r_parts and first_content is None and c.strip():
+                dev.add("content-before-reasoning", "reasoning deltas first", d, n)
+            if first_content is None and c.strip():
+                first_content = n
+            c_parts.append(c)
+    r_text, c_text = "".join(r_parts), "".join(c_parts)
+    if not r_text:
+        tag = "reasoning-in-content" if reasoning in c_text else "no-reasoning-deltas"
+        return failed(tag, reasoning, c_text[:300])
+    if _has_markers(c_text):
+        dev.add("think-markers-in-content", "content without <think> markers", c_text[:300])
+    if r_text.strip() != reasoning:
+        dev.add("stream-reasoning-differs", reasoning, r_text)
+    if c_text.strip() != answer:
+        dev.add("stream-content-differs", answer, c_text)
+    fields = sorted({f for _, d in _deltas(view) for f in field_names(d)})
+    return dev.check(passed(f"{len(r_parts)} reasoning and {len(c_parts)} content deltas in {fields}"))
+
+
+@case("reasoning.field", "which field of the message holds the reasoning (reasoning_content or reasoning)",
+      level=Level.INFO)  # fmt: skip
+async def reasoning_field(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    msg, _, problem = message_of(await ctx.probe("reasoning"))
+    if problem is not None:
+        return problem
+    m = msg or {}
+    names = field_names(m)
+    present = [f for f in REASONING_FIELDS if f in m]  # a null key still tells a client what the schema carries
+    return info("+".join(names) if names else "none", {f: m.get(f) for f in present}, note=f"keys present: {present}")
+
+
+@case("reasoning.split", "the reasoning block is in a reasoning field, the answer alone in content")
+async def reasoning_split(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    msg, _, problem = message_of(await ctx.probe("reasoning"))
+    return problem or judge_split(msg or {}, REASONING["think"], ANSWERS["think"])
+
+
+@case("reasoning.stream", "streamed: reasoning deltas first, then content deltas; each adds up to the text")
+async def reasoning_stream(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    return judge_reasoning_stream(from_trace(await ctx.probe("reasoning.stream")), REASONING["think"], ANSWERS["think"])
+
+
+@case("reasoning.usage", "completion_tokens counts the reasoning tokens too", level=Level.SHOULD)
+async def reasoning_usage(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    t = await ctx.probe("reasoning")
+    if (p := status_problem(t)) is not None:
+        return p
+    from harness.models.scripted import encode_script
+
+    doc, _ = t.body_json()
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    got = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    whole = len(encode_script("think")) - 1  # the script's tokens, without the end-of-turn token
+    if not isinstance(got, int):
+        return failed("no-usage", "usage.completion_tokens", usage)
+    if got < whole:
+        return failed("usage-excludes-reasoning", f">= {whole}", got)
+    return passed(f"completion_tokens {got} (script {whole} + end of turn)")
+
+
+@case("reasoning.disabled", "enable_thinking false: the answer in content, no reasoning")
+async def reasoning_disabled(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    msg, _, problem = message_of(await ctx.post(CHAT, ctx.chat(messages=HI, max_tokens=MAX_TOKENS, **NO_THINKING),
+                                                sse=False))  # fmt: skip
+    if problem is not None:
+        return problem
+    m = msg or {}
+    text, content = reasoning_of(m), m.get("content")
+    if text and ANSWERS["plain"] in text:
+        return failed("answer-in-reasoning", {"content": ANSWERS["plain"]}, {"reasoning": text, "content": content})
+    if text:
+        return failed("reasoning-when-disabled", "no reasoning", text)
+    if not (isinstance(content, str) and content.strip() == ANSWERS["plain"]):
+        return failed("content-mismatch", ANSWERS["plain"], content)
+    return passed(repr(content))
+
+
+@case("reasoning.with-tools", "a tool call after a think block: the reasoning in its field, the call in tool_calls")
+async def reasoning_with_tools(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    msg, _, problem = message_of(await ctx.probe("tools.auto"))
+    if problem is not None:
+        return problem
+    m = msg or {}
+    text = reasoning_of(m)
+    if not text:
+        return failed("no-reasoning", REASONING["call"], {f: m.get(f) for f in ("content", *REASONING_FIELDS)})
+    if text.strip() != REASONING["call"]:
+        return failed("reasoning-mismatch", REASONING["call"], text)
+    return passed(repr(text.strip()))
+
+
+@case("reasoning.no-parser", "the request's own switch off of reasoning parsing (the expectation file's probe)",
+      level=Level.INFO)  # fmt: skip
+async def reasoning_no_parser(ctx) -> Check:
+    if (skip := needs_scripted(ctx)) is not None:
+        return skip
+    extra = ctx.extra("reasoning.unparsed")
+    if not extra:
+        return skipped("the expectation file declares no per-request switch (probes: reasoning.unparsed)")
+    msg, _, problem = message_of(await ctx.post(CHAT, ctx.chat(messages=HI, max_tokens=MAX_TOKENS, **extra),
+                                                sse=False))  # fmt: skip
+    if problem is not None:
+        return problem
+    m = msg or {}
+    content, text = m.get("content"), reasoning_of(m)
+    where = "content" if _has_markers(content) else "reasoning" if text else "neither"
+    return info(f"think-block-in-{where}", {"content": content, "reasoning": text}, note=f"sent {sorted(extra)}")

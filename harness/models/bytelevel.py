@@ -1,0 +1,129 @@
+"""What the embedded models share: GPT-2's byte alphabet, the exact JSON and safetensors writers, and the build of a
+model directory beside its destination then renamed into place (never over what is not a model of the same kind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import HarnessError, OutputError, RefusedError
+from harness.hashing import tree_hash
+from harness.readers import read_json
+
+__all__ = ["bytes_to_unicode", "dumps", "safetensors_bytes", "build_model_dir"]
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's ByteLevel map byte -> printable character (the one `tokenizers` ByteLevel uses)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def dumps(obj) -> bytes:
+    """JSON with sorted keys, fixed separators and ASCII escapes: the same bytes everywhere."""
+    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=True, separators=(",", ": ")) + "\n").encode("ascii")
+
+
+def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    """safetensors: u64 LE header length, JSON header (sorted names, no spaces, space-padded to 8), raw data."""
+    header: dict = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    names = sorted(tensors)
+    for name in names:
+        arr = tensors[name]
+        assert arr.dtype == np.dtype("<f4") and arr.flags.c_contiguous
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+    hjson = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    hjson += b" " * (-len(hjson) % 8)
+    return struct.pack("<Q", len(hjson)) + hjson + b"".join(tensors[n].tobytes() for n in names)
+
+
+def _holds_model(directory: Path, names: Iterable[str], shape: dict) -> bool:
+    """True when `directory` holds only files of such a model and its config.json has that model's shape: the one
+    kind of non-empty directory `model build --force` may replace (a real model has the same file names)."""
+    allowed = set(names)
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return False
+    if not entries or any(e.name not in allowed or not e.is_file(follow_symlinks=False) for e in entries):
+        return False
+    try:
+        config = read_json(directory / "config.json", "model config", max_bytes=1 << 20)
+    except HarnessError:
+        return False
+    keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "architectures")
+    return isinstance(config, dict) and all(config.get(k) == shape.get(k) for k in keys)
+
+
+def _check_destination(dest: Path, force: bool, names: Iterable[str], shape: dict, what: str) -> None:
+    """Never delete or overwrite what is not such a model: refuse the current directory (or one holding it), a
+    symlink, a file, and a non-empty directory that is not such a model even with force; an existing one only with
+    force."""
+    cwd = Path(os.path.abspath(os.getcwd()))
+    if dest == cwd or dest in cwd.parents:
+        raise RefusedError(f"{dest}: is the current directory or holds it; give a new or empty directory for the model")
+    if dest.is_symlink():
+        raise RefusedError(f"{dest}: is a symlink; refusing to replace it (give a new or empty directory)")
+    if dest.exists() and not dest.is_dir():
+        raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite it (even with --force)")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not _holds_model(dest, names, shape):
+            raise RefusedError(
+                f"{dest}: directory is not empty and does not hold a {what}; refusing to overwrite it "
+                f"(even with --force): give a new or empty directory"
+            )
+        if not force:
+            raise RefusedError(f"{dest}: already holds a {what}; refusing to overwrite it (use --force)")
+
+
+def build_model_dir(dest: Path, files: Callable[[], dict[str, bytes]], names: Iterable[str], shape: dict, *,
+                    force: bool = False, what: str = "model") -> str:  # fmt: skip
+    """Write `files()` into `dest` and return its content hash (harness.hashing.tree_hash).
+
+    Built in a temporary directory beside `dest`, then renamed into place. `dest` must be new, an empty directory,
+    or (with force) a model of the same kind (`shape`: its config.json) built before; anything else is refused.
+    """
+    dest = Path(os.path.abspath(dest))  # "." and "x/.." get a real name and parent
+    _check_destination(dest, force, names, shape, what)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        raise OutputError(f"{dest}: cannot create the model directory: {exc.strerror}") from None
+    try:
+        os.chmod(tmp, 0o755)
+        for name, data in files().items():
+            with open(tmp / name, "wb") as f:
+                f.write(data)
+                os.fsync(f.fileno())
+        old = None
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
+            os.rmdir(old)
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        if old is not None:
+            shutil.rmtree(old)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"{dest}: cannot write the model: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tree_hash(dest)

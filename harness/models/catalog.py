@@ -1,0 +1,27 @@
+"""The embedded models by the name a manifest gives as `model.source`, and the formats each is written in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["EMBEDDED_MODELS", "FORMATS", "build_embedded"]
+
+EMBEDDED_MODELS = ("reference-tiny", "scripted-tiny")
+FORMATS = ("safetensors", "gguf")
+
+
+def build_embedded(name: str, fmt: str, dest: Path, force: bool = False) -> str:
+    """Write embedded model `name` in format `fmt` (an engine profile's model_format) into `dest`; its content hash."""
+    from harness.models.gguf import build_reference_gguf, build_scripted_gguf
+    from harness.models.reference import build_reference_model
+    from harness.models.scripted import build_scripted_model
+
+    builders = {
+        ("reference-tiny", "safetensors"): build_reference_model,
+        ("reference-tiny", "gguf"): build_reference_gguf,
+        ("scripted-tiny", "safetensors"): build_scripted_model,
+        ("scripted-tiny", "gguf"): build_scripted_gguf,
+    }
+    if (name, fmt) not in builders:
+        raise ValueError(f"no embedded model {name!r} in format {fmt!r}")
+    return builders[(name, fmt)](dest, force=force)

@@ -59,7 +59,9 @@ def portable_value(value: Any, roots: Roots) -> Any:
     if isinstance(value, list):
         return [portable_value(v, roots) for v in value]
     if isinstance(value, dict):
-        return {portable_value(k, roots) if isinstance(k, str) else k: portable_value(v, roots) for k, v in value.items()}
+        return {
+            portable_value(k, roots) if isinstance(k, str) else k: portable_value(v, roots) for k, v in value.items()
+        }
     return value
 
 

@@ -29,11 +29,11 @@ GROUP_ORDER = ("case", "metric", "flag", "wire-key", "perf")
 _VERDICTS = {
     "pass": ("pass", "\u2713", "pass"),
     "quirk": ("quirk", "~", "quirk (a known difference, as expected)"),
-    "quirk-absent": ("qabs", "\u25e6", "quirk expected but not seen"),
+    "quirk-absent": ("qabs", "\u25cb", "quirk expected but not seen"),
     "fail": ("fail", "\u2717", "fail"),
     "error": ("fail", "!", "error"),
     "absent": ("absent", "\u2205", "absent: the release does not serve that endpoint"),
-    "skip": ("skip", "\u00b7", "skip"),
+    "skip": ("skip", "s", "skip"),
     "info": ("info", "i", "info"),
 }
 _PRESENT = ("present", "\u2022", "present")
@@ -67,10 +67,11 @@ code,.id,pre{font-family:ui-monospace,monospace}
 .grid table{border-collapse:separate;border-spacing:0;table-layout:fixed;width:100%}
 .grid th,.grid td{padding:1px 2px;font-size:12px;border-bottom:1px solid #eaeef2;height:20px;overflow:hidden}
 .grid thead th{position:sticky;top:0;z-index:2;background:#f6f8fa;border-bottom:1px solid #d0d7de;font-weight:600;
-  font-size:11px;line-height:1.15;overflow-wrap:anywhere;vertical-align:bottom}
+  font-size:10.5px;line-height:1.15;white-space:nowrap;vertical-align:bottom}
 .grid th.id{position:sticky;left:0;z-index:1;background:#fff;width:var(--id);text-align:left;font-weight:normal;
   border-right:1px solid #d0d7de;overflow-wrap:anywhere;vertical-align:top}
 .grid thead th.id{z-index:3;background:#f6f8fa}
+.grid thead th.fail{color:#cf222e;background:#ffebe9}
 .grid tr.group th{background:#f6f8fa;font-family:system-ui,sans-serif;font-weight:600;font-size:12.5px;
   text-align:left;position:sticky;left:0}
 .grid td{display:table-cell;cursor:default;border-left:1px solid #f3f4f6}
@@ -156,14 +157,21 @@ def _group_rows(doc: dict[str, Any], cols: list[str]) -> list[tuple[str, list[di
 def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
     e = html.escape
     n_rows, n_changed = len(doc["rows"]), doc["changed_rows"]
-    per_release = {v: len(doc.get("changes_by_release", {}).get(v) or []) for v in cols}
+    per_release = {v: len((doc.get("changes_by_release") or {}).get(v) or []) for v in cols}
+    failed = {c["release"]: f"failed at {c.get('stage')}" for c in doc["releases"] if c["status"] != "ran"}
     parts = [
         '<input type="checkbox" id="show-all">',
         f'<label for="show-all">show the {n_rows - n_changed} unchanged rows too ({n_rows} in all)</label>',
-        '<div class="grid"><table id="grid">',
+        # below about 3em a release column no longer shows its name: the grid scrolls sideways in its box then
+        f'<div class="grid"><table id="grid" style="min-width:calc(var(--id) + {len(cols)} * 3em)">',
         '<colgroup><col class="id-col" style="width:var(--id)">' + "<col>" * len(cols) + "</colgroup>",
         '<thead><tr><th class="id">observable</th>'
-        + "".join(f'<th title="{e(v)}: {per_release[v]} row(s) changed here">{e(v)}</th>' for v in cols)
+        + "".join(
+            f'<th class="fail" title="{e(v)}: {_e(failed[v])}">{e(v)}</th>'
+            if v in failed
+            else f'<th title="{e(v)}: {per_release[v]} row(s) changed here">{e(v)}</th>'
+            for v in cols
+        )
         + "</tr></thead>",
     ]
     for kind, krows in _group_rows(doc, cols):
@@ -197,27 +205,44 @@ def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
     return parts
 
 
+_SINGULAR = {"case": "case", "metric": "metric", "flag": "flag", "wire-key": "wire key", "perf": "figure"}
+
+
+def _transition(item: dict[str, Any]) -> str:
+    """'pass -> fail [x]', 'added: counter{...}', 'removed (was ...)': "-" is the row's value where it is absent."""
+    before, after = item.get("before"), item.get("after")
+    if before == "-":
+        return f"added: {after}"
+    if after == "-":
+        return f"removed (was {before})"
+    return f"{before} \u2192 {after}"
+
+
 def _changes_by_release(doc: dict[str, Any], cols: list[str]) -> list[str]:
     e = html.escape
     by = doc.get("changes_by_release") or {}
     parts = ['<h2 id="changes">What changed in each release</h2>']
     if not any(by.get(v) for v in cols):
         return [*parts, "<p>No row changes across these releases.</p>"]
+    ran = [c["release"] for c in doc["releases"] if c["status"] == "ran"]
     for v in cols:
         items = by.get(v) or []
         if not items:
             continue
+        before = ran[ran.index(v) - 1] if v in ran and ran.index(v) > 0 else None
+        adjacent = cols[cols.index(v) - 1] if cols.index(v) > 0 else None
+        # a failed release in between is unknown: the change is against the last release that ran
+        versus = f" vs {before}" if before and before != adjacent else ""
         counts: dict[str, int] = {}
         for it in items:
             counts[it["kind"]] = counts.get(it["kind"], 0) + 1
         summary = ", ".join(f"{n} {KIND_TITLES.get(k, k).lower()}" for k, n in counts.items())
         lis = "".join(
-            f"<li>{e(KIND_TITLES.get(it['kind'], it['kind']).lower().rstrip('s'))} <code>{_e(it['id'])}</code>: "
-            f"{_e(it['before'])} \u2192 {_e(it['after'])}</li>"
+            f"<li>{e(_SINGULAR.get(it['kind'], it['kind']))} <code>{_e(it['id'])}</code>: {_e(_transition(it))}</li>"
             for it in items
         )
         parts.append(
-            f'<details class="release"><summary><b>{e(v)}</b>: {len(items)} changed ({e(summary)})</summary>'
+            f'<details class="release"><summary><b>{e(v)}</b>: {len(items)} changed{e(versus)} ({e(summary)})</summary>'
             f'<ul class="changes">{lis}</ul></details>'
         )
     return parts
@@ -332,6 +357,10 @@ def _performance(doc: dict[str, Any], cols: list[str]) -> list[str]:
     ]
 
 
+def _num(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
 def _releases_table(doc: dict[str, Any]) -> list[str]:
     e = _e
     parts = [
@@ -352,8 +381,8 @@ def _releases_table(doc: dict[str, Any]) -> list[str]:
         inst = f"{c.get('installer') or '?'} {t.get('install_s', '?')} s"
         parts.append(
             f'<tr><td>{e(c["release"])}</td><td{cls} title="{e(status)}">{e(status)}</td>'
-            f"<td>{e(c.get('reported_version') or '-')}</td><td>{e(t.get('ready_s', '-'))}</td>"
-            f'<td>{e(t.get("cell_s", "-"))}</td><td title="{e(inst)}">{e(inst)}</td>'
+            f"<td>{e(c.get('reported_version') or '-')}</td><td>{e(_num(t.get('ready_s')))}</td>"
+            f'<td>{e(_num(t.get("cell_s")))}</td><td title="{e(inst)}">{e(inst)}</td>'
             f'<td title="{e(gold or "-")}">{e(gold or "-")}</td></tr>'
         )
     parts.append("</table>")

@@ -136,6 +136,10 @@ def _changed_at(v: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
     return list((doc.get("changes_by_release") or {}).get(v) or [])
 
 
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
 def _one_line(text: object, limit: int = 200) -> str:
     t = " ".join(str(text).split())
     return t if len(t) <= limit else t[: limit - 1] + "\u2026"
@@ -171,7 +175,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             gold += f"; {len(c['golden_errors'])} set(s) not recorded"
         out.append(
             f"| {md_text(c['release'])} | {md_text(status)} | {md_text(c.get('reported_version') or '-')} | "
-            f"{md_text(t.get('ready_s', '-'))} | {md_text(t.get('cell_s', '-'))} | {md_text(_one_line(gold or '-'))} | "
+            f"{md_text(_or_dash(t.get('ready_s')))} | {md_text(_or_dash(t.get('cell_s')))} | {md_text(_one_line(gold or '-'))} | "
             f"{len(_changed_at(c['release'], doc))} |"
         )
     if doc.get("flags"):

@@ -77,6 +77,7 @@ code,.id,pre{font-family:ui-monospace,monospace}
 .grid td{display:table-cell;cursor:default;border-left:1px solid #f3f4f6}
 .grid details summary{cursor:pointer;list-style:none;white-space:normal}
 .grid details summary::-webkit-details-marker{display:none}
+.grid details summary:hover{text-decoration:underline dotted}
 .grid details[open]{white-space:normal}
 .grid details div{font-family:system-ui,sans-serif;color:#57606a;padding:2px 0 4px}
 .pass{color:#1a7f37}.fail{color:#cf222e;background:#ffebe9}.quirk{color:#9a6700;background:#fff8c5}
@@ -127,8 +128,8 @@ def _legend() -> str:
     return '<p class="legend">' + "".join(spans) + "</p>"
 
 
-def _runs(cols: list[str], values: dict[str, Any]) -> str:
-    """'pass: 0.11.0-0.20.0; fail [x]: 0.21.0-0.32.0': which value each stretch of releases had."""
+def _runs(cols: list[str], values: dict[str, Any]) -> list[str]:
+    """['pass: 0.11.0-0.20.0', 'fail [x]: 0.21.0-0.32.0']: which value each stretch of releases had."""
     out: list[list[Any]] = []
     for v in cols:
         val = values.get(v)
@@ -138,7 +139,7 @@ def _runs(cols: list[str], values: dict[str, Any]) -> str:
             out[-1][2] = v
         else:
             out.append([val, v, v])
-    return "; ".join(f"{val}: {a}" + (f"\u2013{b}" if b != a else "") for val, a, b in out)
+    return [f"{val}: {a}" + (f"\u2013{b}" if b != a else "") for val, a, b in out]
 
 
 def _group_rows(doc: dict[str, Any], cols: list[str]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -186,8 +187,12 @@ def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
         )
         for r in krows:
             cls = "chgrow" if r["first_changed"] else "same"
-            story = f"first changed: {r['first_changed'] or 'never'}; as now since: {r.get('since') or '-'}. " + _runs(
-                cols, r["values"]
+            story = "<br>".join(
+                _e(line)
+                for line in [
+                    f"first changed: {r['first_changed'] or 'never'}; as now since: {r.get('since') or '-'}",
+                    *_runs(cols, r["values"]),
+                ]
             )
             tds = []
             for v in cols:
@@ -198,14 +203,25 @@ def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
                 tds.append(f'<td class="{gcls}{" chg" if here else ""}" title="{_e(tip)}">{e(g)}</td>')
             parts.append(
                 f'<tr class="{cls}"><th class="id" scope="row"><details><summary title="{_e(r["id"])}">'
-                f"{_e(r['id'])}</summary><div>{_e(story)}</div></details></th>" + "".join(tds) + "</tr>"
+                f"{_e(r['id'])}</summary><div>{story}</div></details></th>" + "".join(tds) + "</tr>"
             )
         parts.append("</tbody>")
     parts.append("</table></div>")
     return parts
 
 
-_SINGULAR = {"case": "case", "metric": "metric", "flag": "flag", "wire-key": "wire key", "perf": "figure"}
+_NOUNS = {
+    "case": ("case", "cases"),
+    "metric": ("metric family", "metric families"),
+    "flag": ("flag", "flags"),
+    "wire-key": ("wire key", "wire keys"),
+    "perf": ("figure", "figures"),
+}
+
+
+def _count(kind: str, n: int) -> str:
+    one, many = _NOUNS.get(kind, (kind, kind))
+    return f"{n} {one if n == 1 else many}"
 
 
 def _transition(item: dict[str, Any]) -> str:
@@ -236,9 +252,9 @@ def _changes_by_release(doc: dict[str, Any], cols: list[str]) -> list[str]:
         counts: dict[str, int] = {}
         for it in items:
             counts[it["kind"]] = counts.get(it["kind"], 0) + 1
-        summary = ", ".join(f"{n} {KIND_TITLES.get(k, k).lower()}" for k, n in counts.items())
+        summary = ", ".join(_count(k, n) for k, n in counts.items())
         lis = "".join(
-            f"<li>{e(_SINGULAR.get(it['kind'], it['kind']))} <code>{_e(it['id'])}</code>: {_e(_transition(it))}</li>"
+            f"<li>{e(_NOUNS.get(it['kind'], (it['kind'],))[0])} <code>{_e(it['id'])}</code>: {_e(_transition(it))}</li>"
             for it in items
         )
         parts.append(
@@ -277,7 +293,7 @@ def _fmt(x: float) -> str:
 def _chart(name: str, series: dict[str, dict[str, float]], cols: list[str]) -> str:
     """One figure across releases: the median as a line with points, the low..high band shaded; a release without
     the figure is a gap (the band and the line break there)."""
-    w, h, left, right, top, bottom = 560, 150, 44, 8, 8, 34
+    w, h, left, right, top, bottom = 420, 130, 40, 8, 8, 20
     vals = [x for p in series.values() for x in (p["low"], p["high"], p["median"])]
     lo, hi = min(vals), max(vals)
     if hi == lo:
@@ -413,8 +429,8 @@ def render_html(doc: dict[str, Any]) -> str:
     parts += _failed(doc)
     parts.append(_legend())
     parts += _grid(doc, cols)
-    parts += _changes_by_release(doc, cols)
     parts += perf
+    parts += _changes_by_release(doc, cols)
     parts += _releases_table(doc)
     parts.append(f"<p><small>Rendered {e(doc['rendered_at'])} by harness matrix.</small></p></body></html>")
     return "\n".join(parts) + "\n"

@@ -68,7 +68,7 @@ def test_pages_are_offline_and_escaped(tmp_path):
     tags = _tags(page)
     allowed = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "table", "colgroup", "col",
                "thead", "tbody", "tr", "th", "td", "code", "span", "pre", "small", "b", "a", "ul", "li", "details",
-               "summary", "div", "input", "label", "svg", "line", "text", "polygon", "polyline", "circle", "rect"}  # fmt: skip
+               "summary", "div", "br", "input", "label", "svg", "line", "text", "polygon", "polyline", "circle", "rect"}  # fmt: skip
     assert {t for t, _ in tags} <= allowed
     assert all(name != "src" for _, attrs in tags for name, _v in attrs)
     assert all(v.startswith("#") for _, attrs in tags for name, v in attrs if name == "href")  # in-page links only
@@ -86,7 +86,7 @@ def _grid_rows(page: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
     out = []
     for cls, ident, tds in re.findall(
         r'<tr class="(chgrow|same)"><th class="id" scope="row"><details><summary title="[^"]*">([^<]*)</summary>'
-        r"<div>[^<]*</div></details></th>(.*?)</tr>",
+        r"<div>.*?</div></details></th>(.*?)</tr>",
         page,
     ):
         out.append((cls, html.unescape(ident), re.findall(r'<td class="([^"]+)" title="[^"]*">([^<]*)</td>', tds)))

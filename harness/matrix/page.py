@@ -199,7 +199,8 @@ def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
                 val = r["values"].get(v)
                 gcls, g = glyph(kind, val)
                 here = v in (r.get("changes") or [])
-                tip = f"{v}: {'unknown' if val is None else val}" + (" (changed here)" if here else "")
+                # the release is the sticky column header's; the tip holds the value alone (the page stays small)
+                tip = ("unknown" if val is None else str(val)) + (" (changed here)" if here else "")
                 tds.append(f'<td class="{gcls}{" chg" if here else ""}" title="{_e(tip)}">{e(g)}</td>')
             parts.append(
                 f'<tr class="{cls}"><th class="id" scope="row"><details><summary title="{_e(r["id"])}">'

@@ -181,6 +181,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if doc.get("flags"):
         out += ["", f"Flags: {md_text(doc['flags'])}."]
     out += ["", "## What changed in each release", ""]
+    ran = [c["release"] for c in doc["releases"] if c["status"] == "ran"]
     for v in cols:
         items = _changed_at(v, doc)
         if not items:
@@ -194,7 +195,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
             shown_kinds.append(
                 f"{md_text(KIND_TITLES.get(kind, kind).lower())} ({len(ids)}): {', '.join(ids[:6])}{more}"
             )
-        out.append(f"- **{md_text(v)}**: " + "; ".join(shown_kinds))
+        before = ran[ran.index(v) - 1] if v in ran and ran.index(v) > 0 else None
+        versus = (
+            f" (vs {md_text(before)}, the last release that ran)"
+            if before and before != cols[cols.index(v) - 1]
+            else ""
+        )
+        out.append(f"- **{md_text(v)}**{versus}: " + "; ".join(shown_kinds))
     if not any(_changed_at(v, doc) for v in cols):
         out.append("No row changes across these releases.")
     perf = doc.get("performance") or {}

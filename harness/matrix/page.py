@@ -72,6 +72,7 @@ code,.id,pre{font-family:ui-monospace,monospace}
   border-right:1px solid #d0d7de;overflow-wrap:anywhere;vertical-align:top}
 .grid thead th.id{z-index:3;background:#f6f8fa}
 .grid thead th.fail{color:#cf222e;background:#ffebe9}
+.grid thead .n{font-weight:normal;color:#57606a}.grid thead a.n{color:#0969da;font-weight:600}
 .grid tr.group th{background:#f6f8fa;font-family:system-ui,sans-serif;font-weight:600;font-size:12.5px;
   text-align:left;position:sticky;left:0}
 .grid td{display:table-cell;cursor:default;border-left:1px solid #f3f4f6}
@@ -166,11 +167,18 @@ def _grid(doc: dict[str, Any], cols: list[str]) -> list[str]:
         # below about 3em a release column no longer shows its name: the grid scrolls sideways in its box then
         f'<div class="grid"><table id="grid" style="min-width:calc(var(--id) + {len(cols)} * 3em)">',
         '<colgroup><col class="id-col" style="width:var(--id)">' + "<col>" * len(cols) + "</colgroup>",
-        '<thead><tr><th class="id">observable</th>'
+        '<thead><tr><th class="id">observable<br><span class="n">rows changed in the release \u2192</span></th>'
         + "".join(
-            f'<th class="fail" title="{e(v)}: {_e(failed[v])}">{e(v)}</th>'
+            f'<th class="fail" title="{e(v)}: {_e(failed[v])}">{e(v)}<br><span class="n">failed</span></th>'
             if v in failed
-            else f'<th title="{e(v)}: {per_release[v]} row(s) changed here">{e(v)}</th>'
+            # under each release, how many rows changed there: a link to its list
+            else f'<th title="{e(v)}: {per_release[v]} row(s) changed here">{e(v)}<br>'
+            + (
+                f'<a class="n" href="#rel-{e(v)}">{per_release[v]}</a>'
+                if per_release[v]
+                else '<span class="n">0</span>'
+            )
+            + "</th>"
             for v in cols
         )
         + "</tr></thead>",
@@ -259,7 +267,7 @@ def _changes_by_release(doc: dict[str, Any], cols: list[str]) -> list[str]:
             for it in items
         )
         parts.append(
-            f'<details class="release"><summary><b>{e(v)}</b>: {len(items)} changed{e(versus)} ({e(summary)})</summary>'
+            f'<details class="release" id="rel-{e(v)}"><summary><b>{e(v)}</b>: {len(items)} changed{e(versus)} ({e(summary)})</summary>'
             f'<ul class="changes">{lis}</ul></details>'
         )
     return parts

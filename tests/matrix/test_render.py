@@ -123,6 +123,8 @@ def test_each_release_says_what_changed_there(tmp_path):
     assert set(doc["changes_by_release"]) == {"1.1.0"}  # 1.2.0 failed: nothing known changed there
     page = render_html(doc)
     assert "<b>1.1.0</b>: 4 changed" in page
+    assert '<a class="n" href="#rel-1.1.0">4</a>' in page and 'id="rel-1.1.0"' in page  # the count under its column
+    assert '<th class="fail" title="1.2.0: failed at launch">1.2.0<br><span class="n">failed</span></th>' in page
     assert "<code>old</code>: removed (was counter)" in page and "added: yes" in page
     md = render_markdown(doc)
     assert "- **1.1.0**: conformance cases (1): `c.one`" in md

@@ -349,7 +349,15 @@ def preload_entries(manifest: Any, env_dir: Path) -> list[str] | None:
     return [entry.replace(str(env_dir), "{env_dir}") for entry in re.split(r"[\s:]+", value) if entry]
 
 
-def run_cell(
+def run_cell(release: str, manifest: Any, key: CellKey, out: Path, **options: Any) -> dict[str, Any]:
+    """The cell of `_run_cell`, with this machine's directories put back as placeholders (harness.matrix.portable),
+    so it reads the same wherever it was built."""
+    from harness.matrix.portable import portable_cell
+
+    return portable_cell(_run_cell(release, manifest, key, out, **options), out)
+
+
+def _run_cell(
     release: str,
     manifest: Any,
     key: CellKey,
@@ -474,8 +482,12 @@ def attach_golden_diff(cell: dict[str, Any], out: Path, baseline: str) -> bool:
 
 
 def write_cell(out: Path, cell: dict[str, Any]) -> Path:
+    """DIR/cells/<release>.json; no absolute path of this machine and no terminal escape is written."""
+    from harness.matrix.portable import portable_cell
+
     p = cell_path(out, cell["release"])
     p.parent.mkdir(parents=True, exist_ok=True)
+    cell = portable_cell(cell, out)
     atomic_write_text(p, json.dumps(cell, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
     return p
 

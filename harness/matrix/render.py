@@ -1,24 +1,34 @@
 """matrix.json, matrix.md and an offline matrix.html from the cells in DIR/cells/. Columns are the releases that have
 a cell (in spec order); rows are conformance cases, metric families, wire keys and flags, each with the first release
-where it changed. The HTML page has no script and no external resource; every text in it is escaped."""
+where it changed; per release what changed there; the performance figures across releases. The pages are rendered
+from the document alone (harness.matrix.page draws matrix.html), so they re-render from a saved matrix.json."""
 
 from __future__ import annotations
 
-import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from harness.matrix.cell import load_cell
-from harness.matrix.observe import KINDS, rows
+from harness.matrix.observe import rows
+from harness.matrix.page import GROUP_ORDER, KIND_TITLES, render_html
 from harness.matrix.spec import MatrixSpec
 from harness.outputs import atomic_write_text
 from harness.shown import md_code, md_text
 
-__all__ = ["MATRIX_FORMAT", "matrix_document", "render_markdown", "render_html", "write_pages", "load_cells"]
+__all__ = [
+    "MATRIX_FORMAT",
+    "matrix_document",
+    "changes_by_release",
+    "performance",
+    "render_markdown",
+    "render_html",
+    "write_pages",
+    "load_cells",
+]
 
 MATRIX_FORMAT = "harness-matrix/1"
-KIND_TITLES = {"case": "Conformance cases", "metric": "Metric families", "wire-key": "Wire keys", "flag": "Flags"}
 
 
 def load_cells(spec: MatrixSpec, out: Path) -> dict[str, dict[str, Any]]:
@@ -52,6 +62,52 @@ def _column(cell: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def changes_by_release(versions: list[str], all_rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """{release: [{kind, id, before, after}]}: every row whose value differs from the previous known release's."""
+    out: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
+    for r in all_rows:
+        prev = None
+        for v in versions:
+            val = r["values"].get(v)
+            if val is None:
+                continue
+            if v in (r.get("changes") or []):
+                out[v].append({"kind": r["kind"], "id": r["id"], "before": prev, "after": val})
+            prev = val
+    return {v: items for v, items in out.items() if items}
+
+
+def _figure(value: Any) -> dict[str, float] | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        fig = {k: float(value[k]) for k in ("median", "low", "high")}
+    except (KeyError, TypeError, ValueError):
+        return None
+    return fig if all(math.isfinite(x) for x in fig.values()) else None
+
+
+def performance(versions: list[str], cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """{"figures": {name: {release: {median, low, high}}}, "ready_s": {release: s}} from the cells' perf stage
+    (cell["perf"]["figures"]; a cell without one has no point) and their time to ready."""
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    ready: dict[str, float] = {}
+    for v in versions:
+        cell = cells[v]
+        raw = cell.get("perf")
+        perf: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        for name, value in sorted((perf.get("figures") or {}).items() if isinstance(perf.get("figures"), dict) else []):
+            fig = _figure(value)
+            if fig is not None:
+                figures.setdefault(str(name), {})[v] = fig
+        t = perf.get("ready_s")
+        if not isinstance(t, (int, float)) or isinstance(t, bool):
+            t = (cell.get("timings") or {}).get("ready_s")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and cell.get("status") == "ran":
+            ready[v] = float(t)
+    return {"figures": figures, "ready_s": ready}
+
+
 def matrix_document(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
     versions = [v for v in spec.versions if v in cells]
     all_rows = rows(versions, cells)
@@ -69,140 +125,120 @@ def matrix_document(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> dict[
         "flags": flags_note,
         "rows": all_rows,
         "changed_rows": sum(1 for r in all_rows if r["first_changed"]),
+        "changes_by_release": changes_by_release(versions, all_rows),
+        "performance": performance(versions, cells),
         # the newest cell's time, not the clock: re-rendering the same cells gives the same pages
         "rendered_at": max((str(cells[v].get("created_at") or "") for v in versions), default=""),
     }
 
 
+def _changed_at(v: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((doc.get("changes_by_release") or {}).get(v) or [])
+
+
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    t = " ".join(str(text).split())
+    return t if len(t) <= limit else t[: limit - 1] + "\u2026"
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
-    """Every text from a cell (a server's reason, a log line, a version, an id) goes through md_text, or md_code in a
-    code span: one line, Markdown inert, so a reason cannot become a remote image or a link where the page is shown."""
+    """A compact summary: the releases (a failed cell on one line), per release what changed, the performance
+    figures, and the rows that change (the full grid is matrix.html's). Every text from a cell (a server's reason,
+    a log line, a version, an id) goes through md_text, or md_code in a code span: one line, Markdown inert, so a
+    reason cannot become a remote image or a link where the page is shown."""
     cols = [c["release"] for c in doc["releases"]]
     out = [f"# Compatibility matrix: {md_text(doc['spec'])}", ""]
     out.append(
         f"Baseline {md_text(doc['baseline'])}; conformance under `{md_code(doc['expectations'])}`; "
-        f"{len(cols)} release(s) with a cell, {doc['changed_rows']} of {len(doc['rows'])} rows change."
+        f"{len(cols)} release(s) with a cell, {doc['changed_rows']} of {len(doc['rows'])} rows change. "
+        "The full grid (every row, every release) is matrix.html."
     )
     if doc["not_run"]:
         out.append(f"Not run: {', '.join(md_text(v) for v in doc['not_run'])}.")
-    out += ["", "## Releases", "", "| release | status | reported | ready s | cell s | install | golden vs baseline |"]
+    out += [
+        "",
+        "## Releases",
+        "",
+        "| release | status | reported | ready s | cell s | golden vs baseline | changed here |",
+    ]
     out.append("|---|---|---|---|---|---|---|")
     for c in doc["releases"]:
         t = c["timings"] or {}
-        status = c["status"] if c["status"] == "ran" else f"failed at {c['stage']}: {c['reason']}"
-        if c.get("log_errors"):
-            status += " (log: " + " / ".join(c["log_errors"][:3]) + ")"
+        status = c["status"] if c["status"] == "ran" else _one_line(f"failed at {c['stage']}: {c['reason']}")
         g = c["golden"] or {}
         gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
         if c.get("golden_errors"):
-            gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
-        inst = f"{c.get('installer') or '?'} {t.get('install_s', '?')} s"
+            gold += f"; {len(c['golden_errors'])} set(s) not recorded"
         out.append(
             f"| {md_text(c['release'])} | {md_text(status)} | {md_text(c.get('reported_version') or '-')} | "
-            f"{md_text(t.get('ready_s', '-'))} | {md_text(t.get('cell_s', '-'))} | {md_text(inst)} | "
-            f"{md_text(gold or '-')} |"
+            f"{md_text(_or_dash(t.get('ready_s')))} | {md_text(_or_dash(t.get('cell_s')))} | {md_text(_one_line(gold or '-'))} | "
+            f"{len(_changed_at(c['release'], doc))} |"
         )
     if doc.get("flags"):
         out += ["", f"Flags: {md_text(doc['flags'])}."]
-    for kind in KINDS:
-        krows = [r for r in doc["rows"] if r["kind"] == kind]
-        if not krows:
+    out += ["", "## What changed in each release", ""]
+    ran = [c["release"] for c in doc["releases"] if c["status"] == "ran"]
+    for v in cols:
+        items = _changed_at(v, doc)
+        if not items:
             continue
-        changed = sum(1 for r in krows if r["first_changed"])
-        out += ["", f"## {KIND_TITLES[kind]} ({len(krows)}, {changed} changed)", ""]
-        out.append("| " + " | ".join(["id", "first changed", "as now since", *map(md_text, cols)]) + " |")
-        out.append("|" + "---|" * (len(cols) + 3))
-        for r in sorted(krows, key=lambda r: (r["first_changed"] is None, r["id"])):
-            vals = [md_text(r["values"].get(v) if r["values"].get(v) is not None else "?") for v in cols]
+        by_kind: dict[str, list[str]] = {}
+        for it in items:
+            by_kind.setdefault(it["kind"], []).append(f"`{md_code(it['id'])}`")
+        shown_kinds = []
+        for kind, ids in by_kind.items():
+            more = f", and {len(ids) - 6} more" if len(ids) > 6 else ""
+            shown_kinds.append(
+                f"{md_text(KIND_TITLES.get(kind, kind).lower())} ({len(ids)}): {', '.join(ids[:6])}{more}"
+            )
+        before = ran[ran.index(v) - 1] if v in ran and ran.index(v) > 0 else None
+        versus = (
+            f" (vs {md_text(before)}, the last release that ran)"
+            if before and before != cols[cols.index(v) - 1]
+            else ""
+        )
+        out.append(f"- **{md_text(v)}**{versus}: " + "; ".join(shown_kinds))
+    if not any(_changed_at(v, doc) for v in cols):
+        out.append("No row changes across these releases.")
+    perf = doc.get("performance") or {}
+    figures = perf.get("figures") or {}
+    if figures or perf.get("ready_s"):
+        names = list(figures)
+        out += ["", "## Performance", "", "median (low to high over the rounds)", ""]
+        out.append("| release | ready s | " + " | ".join(md_text(n) for n in names) + " |")
+        out.append("|---|---|" + "---|" * len(names))
+        for v in cols:
+            cells = [
+                f"{figures[n][v]['median']:.4g} ({figures[n][v]['low']:.4g} to {figures[n][v]['high']:.4g})"
+                if v in figures[n]
+                else "-"
+                for n in names
+            ]
+            ready = (perf.get("ready_s") or {}).get(v, "-")
+            out.append(f"| {md_text(v)} | {md_text(ready)} | " + " | ".join(cells) + " |")
+    for kind in [k for k in GROUP_ORDER if k in {r["kind"] for r in doc["rows"]}] + sorted(
+        {r["kind"] for r in doc["rows"]} - set(GROUP_ORDER)
+    ):
+        krows = [r for r in doc["rows"] if r["kind"] == kind]
+        changed = [r for r in krows if r["first_changed"]]
+        out += ["", f"## {md_text(KIND_TITLES.get(kind, kind))} ({len(krows)}, {len(changed)} changed)", ""]
+        if not changed:
+            out.append("None changes.")
+            continue
+        out.append("| id | first changed | as now since | changed at |")
+        out.append("|---|---|---|---|")
+        for r in sorted(
+            changed, key=lambda r: (cols.index(r["first_changed"]) if r["first_changed"] in cols else 0, r["id"])
+        ):
             out.append(
                 f"| `{md_code(r['id'])}` | {md_text(r['first_changed'] or '-')} | {md_text(r.get('since') or '-')} | "
-                + " | ".join(vals)
-                + " |"
+                f"{md_text(', '.join(r.get('changes') or []) or '-')} |"
             )
     return "\n".join(out) + "\n"
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:2px 6px;font-size:13px;vertical-align:top}
-th{background:#f2f2f2;position:sticky;top:0}
-td.id{font-family:monospace;max-width:38em;word-break:break-all}
-td.changed{background:#fde8c8}
-td.unknown{color:#999}
-tr.changed td.first{font-weight:bold;color:#a33}
-.failed{color:#a33}
-pre{background:#f7f7f7;padding:4px;max-height:12em;overflow:auto;font-size:12px}
-"""
-
-
-def render_html(doc: dict[str, Any]) -> str:
-    e = html.escape
-    cols = [c["release"] for c in doc["releases"]]
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>Compatibility matrix: {e(str(doc['spec']))}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>Compatibility matrix: {e(str(doc['spec']))}</h1>",
-        f"<p>Baseline {e(str(doc['baseline']))}; conformance under <code>{e(str(doc['expectations']))}</code>; "
-        f"{len(cols)} release(s) with a cell; {doc['changed_rows']} of {len(doc['rows'])} rows change.</p>",
-    ]
-    if doc["not_run"]:
-        parts.append(f"<p>Not run: {e(', '.join(doc['not_run']))}.</p>")
-    parts.append('<table id="releases"><tr><th>release</th><th>status</th><th>reported</th><th>ready s</th>'
-                 "<th>cell s</th><th>install</th><th>golden vs baseline</th></tr>")  # fmt: skip
-    for c in doc["releases"]:
-        t = c["timings"] or {}
-        g = c["golden"] or {}
-        gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
-        if c.get("golden_errors"):
-            gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
-        if c["status"] == "ran":
-            status = "ran"
-        else:
-            status = f'<span class="failed">failed at {e(str(c["stage"]))}: {e(str(c["reason"]))}</span>'
-            if c.get("log_errors"):
-                status += "<pre>" + e("\n".join(str(x) for x in c["log_errors"])) + "</pre>"
-            if c.get("log_tail"):
-                status += f"<pre>{e(str(c['log_tail'])[-1500:])}</pre>"
-        parts.append(
-            f"<tr><td>{e(c['release'])}</td><td>{status}</td><td>{e(str(c.get('reported_version') or '-'))}</td>"
-            f"<td>{e(str(t.get('ready_s', '-')))}</td><td>{e(str(t.get('cell_s', '-')))}</td>"
-            f"<td>{e(str(c.get('installer') or '?'))} {e(str(t.get('install_s', '?')))} s</td>"
-            f"<td>{e(str(gold or '-'))}</td></tr>"
-        )
-    parts.append("</table>")
-    if doc.get("flags"):
-        parts.append(f"<p>Flags: {e(str(doc['flags']))}.</p>")
-    for kind in KINDS:
-        krows = [r for r in doc["rows"] if r["kind"] == kind]
-        if not krows:
-            continue
-        changed = sum(1 for r in krows if r["first_changed"])
-        parts.append(f'<h2 id="{e(kind)}">{e(KIND_TITLES[kind])} ({len(krows)}, {changed} changed)</h2>')
-        head = "".join(f"<th>{e(v)}</th>" for v in cols)
-        parts.append(
-            f'<table class="rows" data-kind="{e(kind)}"><tr><th>id</th><th>first changed</th>'
-            f"<th>as now since</th>{head}</tr>"
-        )
-        for r in sorted(krows, key=lambda r: (r["first_changed"] is None, r["id"])):
-            cls = ' class="changed"' if r["first_changed"] else ""
-            tds = []
-            for v in cols:
-                val = r["values"].get(v)
-                if val is None:
-                    tds.append('<td class="unknown">?</td>')
-                    continue
-                mark = ' class="changed"' if r["changes"] and v in r["changes"] else ""
-                tds.append(f"<td{mark}>{e(str(val))}</td>")
-            parts.append(
-                f'<tr{cls}><td class="id">{e(r["id"])}</td><td class="first">{e(r["first_changed"] or "-")}</td>'
-                f'<td class="since">{e(str(r.get("since") or "-"))}</td>' + "".join(tds) + "</tr>"
-            )
-        parts.append("</table>")
-    parts.append(f"<p><small>Rendered {e(str(doc['rendered_at']))} by harness matrix.</small></p></body></html>")
-    return "\n".join(parts) + "\n"
 
 
 def write_pages(spec: MatrixSpec, out: Path) -> dict[str, Any]:

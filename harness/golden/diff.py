@@ -40,6 +40,7 @@ from typing import Any
 from harness.errors import RefusedError, UsageError
 from harness.golden.store import Recording
 from harness.hardware import compare as compare_hardware
+from harness.shown import shown
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -316,7 +317,20 @@ def client_view(ra: dict, rb: dict) -> tuple[dict[str, Any], dict[str, Any], str
             sa = show_calls(a_calls[i] if i < len(a_calls) else None)
             sb = show_calls(b_calls[i] if i < len(b_calls) else None)
             change = f"tool_calls changed: A {sa}; B {sb}"
+    if any("reasoning" in c for c in ca_list + cb_list) and not (ra.get("error") or rb.get("error")) and not change:
+        a_r = [c.get("reasoning") for c in ca_list]
+        b_r = [c.get("reasoning") for c in cb_list]
+        if a_r != b_r:  # where the reasoning text went (its field, or content) is what a client reads
+            i = next((j for j, (x, y) in enumerate(zip(a_r, b_r)) if x != y), 0)
+            change = (f"reasoning changed: A {_said_reasoning(a_r[i] if i < len(a_r) else None)}; "
+                      f"B {_said_reasoning(b_r[i] if i < len(b_r) else None)}")  # fmt: skip
     return constraint, tool_calls, change
+
+
+def _said_reasoning(r: Any) -> str:
+    if not isinstance(r, dict) or not r.get("text"):
+        return "no reasoning"
+    return f"{r.get('field')}={shown(str(r['text'])[:80])}"
 
 
 def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> PromptDiff:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ManifestError
+from harness.models.catalog import EMBEDDED_MODELS
 from harness.readers import parse_yaml, read_bytes
 from harness.settings import GOLDEN_ROOT
 
@@ -119,6 +120,7 @@ class PromptSet:
     prompts: tuple[Prompt, ...]
     path: Path | None = None
     file_sha256: str = ""
+    model: str | None = None  # the embedded model the set is written for: left out of the default selection
 
     def ids(self) -> list[str]:
         return [p.id for p in self.prompts]
@@ -232,17 +234,44 @@ def _named_choice(v: Any) -> bool:
     )
 
 
-def _check_messages(path: Path, where: str, msgs: Any) -> list[dict[str, str]]:
+def _tool_turn(m: Any) -> bool:
+    """An assistant turn that called tools ({role, content: null, tool_calls: [{id, type, function: {name,
+    arguments: a JSON string}}]}) or a tool's result ({role: tool, tool_call_id, content})."""
+    if not isinstance(m, dict):
+        return False
+    if m.get("role") == "tool":
+        return set(m) == {"role", "tool_call_id", "content"} and all(isinstance(m[k], str) for k in m)
+    calls = m.get("tool_calls")
+    return (
+        m.get("role") == "assistant"
+        and set(m) == {"role", "content", "tool_calls"}
+        and m["content"] is None
+        and isinstance(calls, list)
+        and bool(calls)
+        and all(
+            isinstance(c, dict) and set(c) == {"id", "type", "function"} and c["type"] == "function"
+            and isinstance(c["id"], str) and isinstance(c["function"], dict)
+            and set(c["function"]) == {"name", "arguments"}
+            and all(isinstance(v, str) for v in c["function"].values())
+            for c in calls
+        )
+    )  # fmt: skip
+
+
+def _check_messages(path: Path, where: str, msgs: Any) -> list[dict[str, Any]]:
     if not isinstance(msgs, list) or not msgs:
         raise ManifestError(path, where, "must be a non-empty list of {role, content}")
     for j, m in enumerate(msgs):
-        if (
-            not isinstance(m, dict)
-            or set(m) != {"role", "content"}
-            or m["role"] not in ("system", "user", "assistant")
-            or not isinstance(m["content"], str)
-        ):
-            raise ManifestError(path, f"{where}[{j}]", "must be {role: system|user|assistant, content: string}")
+        plain = (
+            isinstance(m, dict)
+            and set(m) == {"role", "content"}
+            and m["role"] in ("system", "user", "assistant")
+            and isinstance(m["content"], str)
+        )
+        if not plain and not _tool_turn(m):
+            raise ManifestError(path, f"{where}[{j}]", "must be {role: system|user|assistant, content: string}, an "
+                                "assistant turn {role, content: null, tool_calls} or {role: tool, tool_call_id, "
+                                "content}")  # fmt: skip
     return [dict(m) for m in msgs]
 
 
@@ -277,7 +306,7 @@ def load_prompt_set(path: str | Path) -> PromptSet:
     raw = parse_yaml(text, p, "prompt set")  # duplicate keys, nesting, .nan/.inf: ManifestError with the line
     if not isinstance(raw, dict):
         raise ManifestError(p, "(top level)", "must be a mapping with name, description, prompts")
-    extra = set(raw) - {"name", "description", "defaults", "prompts"}
+    extra = set(raw) - {"name", "description", "defaults", "prompts", "model"}
     if extra:
         raise ManifestError(p, sorted(extra)[0], "unknown field")
     name = raw.get("name")
@@ -319,8 +348,14 @@ def load_prompt_set(path: str | Path) -> PromptSet:
         if opts.get("temperature", 0) and "seed" not in item:
             raise ManifestError(p, f"{where}.temperature", "sampling (temperature > 0) needs the prompt's own seed")
         prompts.append(Prompt(id=pid, endpoint=endpoint, input=inp, options=opts))
+    model = raw.get("model")
+    if model is not None and model not in EMBEDDED_MODELS:
+        raise ManifestError(
+            p, "model", f"an embedded model the set is written for: one of {', '.join(EMBEDDED_MODELS)}"
+        )
     return PromptSet(
         name=name,
+        model=model,
         description=str(raw.get("description", "")),
         prompts=tuple(prompts),
         path=p.resolve(),
@@ -329,7 +364,8 @@ def load_prompt_set(path: str | Path) -> PromptSet:
 
 
 def resolve_prompt_sets(names: list[str] | None = None, directory: Path = PROMPTS_DIR) -> list[PromptSet]:
-    """Sets by name (a file name stem in `directory`) or path; all sets in `directory` when names is empty."""
+    """Sets by name (a file name stem in `directory`) or path; when names is empty, every set in `directory` that
+    names no model (a set with `model:` is written for that embedded model and is recorded only when asked for)."""
     if not names:
         files = sorted(directory.glob("*.yaml"))
         if not files:
@@ -350,4 +386,6 @@ def resolve_prompt_sets(names: list[str] | None = None, directory: Path = PROMPT
         if s.name in names_seen:
             raise ManifestError(s.path, "name", f"set name {s.name!r} also used by {names_seen[s.name]}")
         names_seen[s.name] = s.path
+    if not names:  # a set written for one embedded model (agentic: the scripted model) is recorded when named
+        sets = [s for s in sets if s.model is None]
     return sets

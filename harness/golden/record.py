@@ -125,6 +125,18 @@ def _record_head(prompt: Prompt, set_name: str) -> dict[str, Any]:
     }
 
 
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM renamed the first to the second (~0.12)
+
+
+def _reasoning_view(message: dict) -> dict | None:
+    """{field, text} of a message's reasoning (the first non-empty reasoning field), or None when it has none."""
+    for f in REASONING_FIELDS:
+        v = message.get(f)
+        if isinstance(v, str) and v:
+            return {"field": f, "text": v}
+    return None
+
+
 def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
     """One golden record from one raw response. Raises ValueError when the response lacks what a record needs."""
     choices = []
@@ -161,6 +173,9 @@ def normalize_response(prompt: Prompt, set_name: str, resp: dict) -> dict:
         # (both only where they mean something, so the records of unconstrained prompts keep their old shape)
         if "tools" in prompt.options or calls:
             entry["tool_calls"] = calls
+        reasoning = _reasoning_view(ch.get("message") or {}) if prompt.endpoint == "chat" else None
+        if reasoning is not None:  # only where an engine's reasoning parser spoke: older records keep their shape
+            entry["reasoning"] = reasoning
         if constraint is not None:
             entry["constraint"] = check_output(constraint, text, calls, entry["finish_reason"])
         choices.append(entry)

@@ -6,7 +6,8 @@ Default location: `golden/<engine>-<version>/<model-hash-12>/`. Format `harness-
         {"index", "text", "token_ids": [int], "finish_reason", "stop_reason",
          "logprobs": [[token_id, logprob, [[top_id, top_logprob], ...]], ...],
          "tool_calls": [{"type", "name", "arguments"}],            (prompts with tools, or when the engine sent calls)
-         "constraint": {"kind", "held": bool, "detail"}}],           (prompts with response_format or tool_choice)
+         "constraint": {"kind", "held": bool, "detail"}},            (prompts with response_format or tool_choice)
+         "reasoning": {"field", "text"}}],                          (when the engine's reasoning parser returned some)
      "usage", "system_fingerprint", "response_keys": [dotted key paths seen in the raw response]}
 
 A request the engine refuses with a 4xx (other than 401/403/404/408/429) is recorded as that outcome:
@@ -158,6 +159,11 @@ def _check_client_view(ch: dict, w: str) -> str | None:
         and isinstance(con.get("detail", ""), str)
     ):
         return f"{w}.constraint must be {{kind: string, held: true|false, detail: string}}"
+    r = ch.get("reasoning")
+    if r is not None and not (
+        isinstance(r, dict) and set(r) == {"field", "text"} and all(isinstance(v, str) for v in r.values())
+    ):
+        return f"{w}.reasoning must be {{field: string, text: string}}"
     return None
 
 

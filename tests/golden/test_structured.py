@@ -389,3 +389,51 @@ def test_upgrade_judge_gives_the_change_its_own_line():
     mine = [ln for ln in lines if "structured/tool-call-forced" in ln and "constraint" in ln]
     assert len(mine) == 1 and "constraint tool_choice held on old, did not hold on new (no tool call" in mine[0]
     assert not any("structured/json-schema-strict: constraint" in ln for ln in lines)  # held on both: no line
+
+
+# --- the agentic set: reasoning kept, and a change of where it goes is a regression ---------------------------------
+
+
+def test_the_agentic_set_is_recorded_only_when_asked_for():
+    assert "agentic" not in {s.name for s in resolve_prompt_sets()}
+    (agentic,) = resolve_prompt_sets(["agentic"])
+    assert agentic.model == "scripted-tiny" and agentic.ids() == ["tool-call", "parallel-calls", "tool-result",
+                                                                   "reasoning"]  # fmt: skip
+    turn = next(p for p in agentic.prompts if p.id == "tool-result").body()["messages"]
+    assert [m["role"] for m in turn] == ["user", "assistant", "tool"] and turn[1]["content"] is None
+
+
+def test_a_set_naming_a_model_the_harness_does_not_embed_is_refused(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("name: x\nmodel: some-model\n" + HEAD.split("\n", 1)[1])
+    with pytest.raises(ManifestError) as err:
+        load_prompt_set(p)
+    assert err.value.field == "model"
+
+
+def test_the_recorder_keeps_the_reasoning_field_and_text():
+    (agentic,) = resolve_prompt_sets(["agentic"])
+    prompt = next(p for p in agentic.prompts if p.id == "reasoning")
+    msg = {"role": "assistant", "content": "Hello!", "reasoning_content": "\nThe user says hello.\n"}
+    resp = {"choices": [{"index": 0, "message": msg, "finish_reason": "stop", "token_ids": [1, 2]}]}
+    rec = normalize_response(prompt, "agentic", resp)
+    assert rec["choices"][0]["reasoning"] == {"field": "reasoning_content", "text": "\nThe user says hello.\n"}
+    assert validate_record(rec) is None
+    plain = normalize_response(prompt, "agentic", {"choices": [{**resp["choices"][0],
+                                                              "message": {"role": "assistant", "content": "x"}}]})  # fmt: skip
+    assert "reasoning" not in plain["choices"][0]  # older records keep their shape
+
+
+def test_reasoning_that_moves_is_a_regression_with_identical_tokens(tmp_path):
+    from tests.golden.helpers import choice, record, write
+
+    a = choice([72, 105], finish="stop")
+    a["reasoning"] = {"field": "reasoning_content", "text": "The user says hello."}
+    b = copy.deepcopy(a)
+    b["reasoning"] = {"field": "reasoning", "text": "The user says hello."}  # renamed: a client reading the old field
+    da = write(tmp_path / "a", {"agentic": [record("reasoning", [a], "agentic")]})
+    db = write(tmp_path / "b", {"agentic": [record("reasoning", [b], "agentic")]})
+    d = diff_recordings(load_recording(da), load_recording(db))
+    (p,) = d.prompts
+    assert p.status == "regression" and p.reason.startswith("reasoning changed: A reasoning_content=")
+    assert "B reasoning=" in p.reason and "tokens identical" in p.reason

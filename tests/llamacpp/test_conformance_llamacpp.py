@@ -60,6 +60,8 @@ def test_every_declared_quirk_happens_or_is_conditional(suite):
         r, declared = by_id[case_id], set(exp.quirks(case_id))
         if not declared:
             continue
+        if r.verdict == "skip" and "scripted model" in r.note:  # a quirk of the scripted manifest's run
+            continue
         if spec.get("conditional"):
             if r.verdict not in ("pass", "quirk") or not set(r.behaviours) <= declared:
                 wrong.append((case_id, r.verdict, r.behaviours))

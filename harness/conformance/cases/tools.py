@@ -508,6 +508,10 @@ async def result_turn(ctx) -> Check:
     if a.get("tool_calls"):
         return failed("tool-call-after-result", "an answer", a.get("tool_calls"))
     if not isinstance(content, str) or content.strip() != ANSWERS["after_tool"]:
+        reasoning = next((a[f] for f in ("reasoning", "reasoning_content") if isinstance(a.get(f), str)), "")
+        if ANSWERS["after_tool"] in reasoning:  # a reasoning parser that starts in reasoning mode took the answer
+            return failed("answer-in-reasoning", {"content": ANSWERS["after_tool"]},
+                          {"content": content, "reasoning": reasoning})  # fmt: skip
         return failed("answer-mismatch", ANSWERS["after_tool"], content)
     if finish != "stop":
         return failed(f"finish-reason-{finish}", "stop", finish)

@@ -75,13 +75,17 @@ def suite_sha256(expectations: str, prompt_sets: list[str] | None) -> str:
 
 def config_sha256(spec: MatrixSpec, release: str, suite: str | None = None) -> str:
     """Everything besides the lock and the model that a cell's manifest and judgement come from: the template,
-    the release's settings, and (suite) the cases, expectations and prompts (suite_sha256)."""
+    the release's settings, the perf stage's scenario, and (suite) the cases, expectations and prompts
+    (suite_sha256)."""
     import hashlib
     import json
+
+    from harness.matrix.perf import scenario_doc
 
     template = hashlib.sha256(spec.resolve(spec.template).read_bytes()).hexdigest()
     settings = {n: spec.setting(release, n) for n in ("platform_plugin", "startup_timeout_s", "env")}
     doc = {"template": template, **settings, "python": spec.python, "expectations": spec.expectations}
+    doc["perf"] = scenario_doc()  # another load is another measurement: a cell made under an older one is stale
     if suite is not None:
         doc["suite"] = suite
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

@@ -54,6 +54,10 @@ def register(sub: Any) -> None:
     obs.add_argument("--metric", help="metric family: presence, type, labels, buckets")
     obs.add_argument("--wire-key", help="response key path (ENDPOINT:PATH for one endpoint)")
     obs.add_argument("--flag", help="flag of the release's parser: --flag=--max-model-len or --flag max-model-len")
+    obs.add_argument("--perf", help="perf figure (ready_s, output_tokens_per_s, ttft_p50_ms, ...): answered from the "
+                     "cells alone, a change only outside both noise bands")  # fmt: skip
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="--perf: the medians must also be more than PCT%% apart (default 10)")  # fmt: skip
     p.add_argument("--from", dest="from_", help="default: the spec's first release")
     p.add_argument("--to", help="default: the spec's last release")
     p.add_argument("--dir", help="matrix directory holding the cells (default: the spec's results/ beside it)")
@@ -172,14 +176,16 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _observable(args: argparse.Namespace) -> tuple[str, str]:
-    for kind, value in (("case", args.case), ("metric", args.metric), ("wire-key", args.wire_key), ("flag", args.flag)):
+    named = (("case", args.case), ("metric", args.metric), ("wire-key", args.wire_key), ("flag", args.flag),
+             ("perf", args.perf))  # fmt: skip
+    for kind, value in named:
         if value is not None:
             if not value.strip() or len(value) > 300 or any(ord(c) < 32 for c in value):
                 raise UsageError(f"--{kind}: not a usable name: {value[:60]!r}")
             if kind == "flag" and not value.startswith("-"):
                 value = "--" + value
             return kind, value
-    raise UsageError("one of --case, --metric, --wire-key, --flag is required")
+    raise UsageError("one of --case, --metric, --wire-key, --flag, --perf is required")
 
 
 def _bisect_inputs(spec: Any, out: Path) -> list[Path]:
@@ -199,13 +205,21 @@ def _bisect_inputs(spec: Any, out: Path) -> list[Path]:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from harness.matrix.bisect import search
     from harness.matrix.cell import load_cell
-    from harness.matrix.observe import display, observe
+    from harness.matrix.observe import display, observe, same_for
+    from harness.matrix.perf import DEFAULT_THRESHOLD_PCT, FIGURES
     from harness.matrix.run import ensure_cell
     from harness.matrix.spec import load_spec
     from harness.outputs import atomic_write_text, output_file
 
     spec = load_spec(args.spec)
     kind, ident = _observable(args)
+    threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
+    if args.threshold is not None and (kind != "perf" or not 0 <= threshold <= 1000):
+        raise UsageError("--threshold PCT goes with --perf, a percentage from 0 to 1000")
+    if kind == "perf":
+        ident = ident.removeprefix("perf.")
+        if ident not in FIGURES:
+            raise UsageError(f"--perf: {ident[:40]!r} is not a perf figure; one of {', '.join(FIGURES)}")
     vs = spec.versions
     a = args.from_ or vs[0]
     b = args.to or vs[-1]
@@ -232,7 +246,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
     def evaluate(v: str) -> tuple[bool, Any]:
-        if args.no_run:
+        if args.no_run or kind == "perf":  # a figure measured now beside figures measured then is no comparison
             return False, None
         cell, action = ensure_cell(spec, v, out, say=say)
         cells[v] = cell
@@ -240,7 +254,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             ran.add(v)
         return observe(cell, kind, ident)
 
-    res = search(rng, evaluate, known, mark_ran=lambda v: v in ran)
+    res = search(rng, evaluate, known, mark_ran=lambda v: v in ran, same=same_for(kind, threshold))
     if res.error:
         raise UsageError(res.error)
 
@@ -252,7 +266,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                 "cell": f"cells/{v}.json", "created_at": c.get("created_at")}  # fmt: skip
 
     answer = {
-        "observable": {"kind": kind, "id": ident},
+        "observable": {"kind": kind, "id": ident, **({"threshold_pct": threshold} if kind == "perf" else {})},
         "first_changed": res.first_changed,
         "last_same": res.last_same,
         "from": a,

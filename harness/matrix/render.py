@@ -18,7 +18,8 @@ from harness.shown import md_code, md_text
 __all__ = ["MATRIX_FORMAT", "matrix_document", "render_markdown", "render_html", "write_pages", "load_cells"]
 
 MATRIX_FORMAT = "harness-matrix/1"
-KIND_TITLES = {"case": "Conformance cases", "metric": "Metric families", "wire-key": "Wire keys", "flag": "Flags"}
+KIND_TITLES = {"case": "Conformance cases", "metric": "Metric families", "wire-key": "Wire keys", "flag": "Flags",
+               "perf": "Performance"}  # fmt: skip
 
 
 def load_cells(spec: MatrixSpec, out: Path) -> dict[str, dict[str, Any]]:

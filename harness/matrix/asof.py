@@ -128,10 +128,12 @@ def release_upload_time(name: str, version: str, *, index: str | None = None, cl
     url = f"{base}/{_norm(name)}/"
     accept = {"Accept": "application/vnd.pypi.simple.v1+json"}
     if client is None:
+        import ssl
+
         import httpx
 
         cert = _pip_config("cert")  # the CA bundle pip trusts here (a mirror behind its own CA)
-        transport = httpx.HTTPTransport(verify=cert) if cert else None
+        transport = httpx.HTTPTransport(verify=ssl.create_default_context(cafile=cert)) if cert else None
         client = make_sync_client(timeout=60, headers=accept, transport=transport)
     try:
         with client as c:

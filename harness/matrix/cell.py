@@ -140,6 +140,8 @@ CELL_SHAPE: dict[str, Any] = {
                 }
             ),
         ),
+        "lock": _object(committed=_BOOL, as_of=_STR, cutoff=_STR, locked_at=_STR),
+        "drift": _object(of=_STR, packages=_map_of({"type": "array", "items": _STR})),
         "golden_dir": _STR,
         "golden_diff": _object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
         "golden_errors": _map_of({"type": "string"}),

@@ -44,6 +44,8 @@ __all__ = [
     "check_lock_file",
     "DEFAULT_PLATFORM",
     "lock_cutoff",
+    "lock_pins",
+    "lock_differences",
 ]
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -341,3 +343,20 @@ def _move_into_place(work: Path, out: Path, inputs: Path, overrides_file: Path, 
             overrides_file.unlink()  # the new lock has none: an old file would claim overrides it does not hold
     except OSError as exc:
         raise OutputError(f"{out}: cannot move the new lock into place: {exc.strerror or exc}") from None
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    """{normalized name: version} of a hashed lock (bounded read; a lock that is not one is an InstallError)."""
+    text = read_text(path, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _REQ.match(line.strip())
+        if m and not line.startswith((" ", "#")):
+            pins[_norm(m.group("name"))] = m.group("version")
+    return pins
+
+
+def lock_differences(old: Path, new: Path) -> dict[str, list[str | None]]:
+    """{package: [version in old, version in new]} for every package whose pin differs (None: not in that lock)."""
+    a, b = lock_pins(old), lock_pins(new)
+    return {n: [a.get(n), b.get(n)] for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)}

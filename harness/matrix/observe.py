@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.matrix.perf import DEFAULT_THRESHOLD_PCT, differs
 
-__all__ = ["KINDS", "ABSENT", "observe", "display", "rows", "first_change", "row_ids", "same_for"]
+__all__ = ["KINDS", "ABSENT", "observe", "display", "rows", "first_change", "row_ids", "same_for", "drift_rows"]
 
 KINDS = ("case", "metric", "wire-key", "flag", "perf")
 ABSENT = "absent"
@@ -198,4 +198,18 @@ def rows(versions: list[str], cells: dict[str, dict[str, Any]]) -> list[dict[str
                     "since": changes[-1] if changes else (known_versions[0] if known_versions else None),
                 }
             )
+    return out
+
+
+def drift_rows(as_released: dict[str, Any], today: dict[str, Any]) -> list[dict[str, Any]]:
+    """The observables in which a release's drift cell (locked as of today) differs from its cell as released:
+    dependency drift, never an engine change (both run the same release). Only observables both cells observed."""
+    pair = {"as_released": as_released, "today": today}
+    out = []
+    for kind, ids in row_ids(pair).items():
+        same = same_for(kind)
+        for ident in ids:
+            (ka, va), (kb, vb) = observe(as_released, kind, ident), observe(today, kind, ident)
+            if ka and kb and not same(va, vb):
+                out.append({"kind": kind, "id": ident, "as_released": display(kind, va), "today": display(kind, vb)})
     return out

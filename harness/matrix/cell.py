@@ -132,6 +132,7 @@ CELL_SHAPE: dict[str, Any] = {
             scenario=_map_of({}),
             ready_s=_NUM,
             error=_STR,
+            host=_map_of(_NUM),
             rounds=_list_of({"type": "object", "additionalProperties": _NUM}),
             figures=_map_of(
                 {

@@ -11,10 +11,12 @@ than `threshold_pct` apart (`differs`): three rounds on a shared machine underst
 be large to be called. The cell shape (kept exactly; the page draws it):
   cell["perf"] = {"scenario": {...}, "ready_s": float, "rounds": [{FIGURE: float, ...}, ...],
                   "figures": {NAME: {"median", "low", "high"}}}
+plus "host" (CPUs, 1-minute load average before and after the rounds) and "error" when a round failed.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +122,8 @@ def run_perf(engine: Any, out: Path, *, ready_s: float | None, say: Callable[[st
 
     sc = parse_scenario({k: v for k, v in PERF_SCENARIO.items()}, "<matrix perf scenario>")
     doc: dict[str, Any] = {"scenario": scenario_doc(), "ready_s": ready_s, "rounds": [], "figures": {}}
+    # the band is the spread within this cell; the host's load says how far another cell's figures compare
+    doc["host"] = {"cpus": os.cpu_count(), "load_1m_before": _load_1m()}
     for n in range(1, PERF_ROUNDS + 1):
         say(f"[perf] round {n} of {PERF_ROUNDS}")
         target = Target(
@@ -143,5 +147,13 @@ def run_perf(engine: Any, out: Path, *, ready_s: float | None, say: Callable[[st
             )
             break
         doc["rounds"].append(_round_figures(summary))
+    doc["host"]["load_1m_after"] = _load_1m()
     doc["figures"] = figures_of(doc["rounds"], ready_s)
     return doc
+
+
+def _load_1m() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None

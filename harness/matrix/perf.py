@@ -136,8 +136,9 @@ def run_perf(engine: Any, out: Path, *, ready_s: float | None, say: Callable[[st
         try:
             run_scenario(sc, target, Path(out) / f"round-{n}", progress=False, force=True)
             summary = build_summary(Path(out) / f"round-{n}")
-        except (HarnessError, OSError) as exc:
-            doc["error"] = f"round {n}: {exc.one_line() if isinstance(exc, HarnessError) else exc}"
+        except Exception as exc:  # noqa: BLE001 - a load that fails is the stage's finding, never the cell's crash
+            msg = exc.one_line() if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            doc["error"] = f"round {n}: {msg}"
             break
         requests = (summary.get("metrics") or {}).get("requests") or {}
         if summary.get("stop_reason") != "max_requests" or requests.get("ok") != requests.get("total"):

@@ -233,3 +233,42 @@ def test_the_matrix_locks_a_release_as_of_its_release_and_says_so(tmp_path, monk
     assert argv[i + 1] == "2025-10-04T01:39:33Z" and asked == [("upstream", "1.16.0")]
     assert argv[argv.index("--exclude-newer-package") + 1] == f"six={PINNED_EXEMPT}"  # the requirement is exempt
     assert made["lock"]["as_of"] == "release" and made["lock"]["committed"] is False and made["lock"]["locked_at"]
+
+
+class _Engine:
+    """What the perf stage reads of a launched engine, in front of the TGI stand-in."""
+
+    def __init__(self, base_url: str):
+        from types import SimpleNamespace
+
+        self.base_url, self.served_name, self.api_key = base_url, "standin/tiny-tgi", None
+        self.spec = SimpleNamespace(manifest=SimpleNamespace(engine=SimpleNamespace(kind="tgi")))
+
+
+def test_the_perf_stage_measures_rounds_against_a_live_server(tmp_path):
+    from harness.matrix.perf import PERF_ROUNDS, run_perf
+    from tests.support.standin_server import serve
+
+    srv = serve(token_delay=0.001)
+    try:
+        doc = run_perf(_Engine(f"http://127.0.0.1:{srv.server_address[1]}"), tmp_path, ready_s=1.5, say=lambda m: None)
+    finally:
+        srv.shutdown()
+    assert doc.get("error") is None and len(doc["rounds"]) == PERF_ROUNDS
+    assert doc["figures"]["ready_s"] == band(1.5, 1.5, 1.5)
+    tps = doc["figures"]["output_tokens_per_s"]
+    assert 0 < tps["low"] <= tps["median"] <= tps["high"]
+    assert doc["scenario"]["rounds"] == PERF_ROUNDS and doc["host"]["cpus"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["round-1", "round-2", "round-3"]
+
+
+def test_a_perf_stage_whose_server_is_gone_is_a_finding_not_a_crash(tmp_path):
+    import socket
+
+    from harness.matrix.perf import run_perf
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc = run_perf(_Engine(f"http://127.0.0.1:{port}"), tmp_path, ready_s=None, say=lambda m: None)
+    assert doc["error"].startswith("round 1: ") and doc["rounds"] == [] and doc["figures"] == {}

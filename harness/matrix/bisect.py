@@ -6,7 +6,8 @@ back; the releases still unknown between the last known-same and the first known
 binary-searched, each evaluation running at most one cell. A release that cannot be observed (failed cell, surface not
 captured) is skipped, as `git bisect skip` does. When the --to release and every known cell equal --from, the answer
 is "no change", and the releases the search did not evaluate are listed (a change that reverted between them is
-invisible to a binary search).
+invisible to a binary search). `same` says when two values are the same observation: equality, or for a perf
+figure, inside the noise bands (harness.matrix.observe.same_for).
 """
 
 from __future__ import annotations
@@ -32,8 +33,17 @@ class BisectResult:
     error: str | None = None
 
 
+def _equal(a: Any, b: Any) -> bool:
+    return bool(a == b)
+
+
 def search(
-    versions: list[str], evaluate: Evaluate, known: dict[str, tuple[bool, Any]], *, mark_ran: Callable[[str], bool]
+    versions: list[str],
+    evaluate: Evaluate,
+    known: dict[str, tuple[bool, Any]],
+    *,
+    mark_ran: Callable[[str], bool],
+    same: Callable[[Any, Any], bool] = _equal,
 ) -> BisectResult:
     """versions: the range, --from first, --to last. known: {release: (observable?, value)} for existing cells.
     evaluate(release) -> (observable?, value), running the cell when needed; mark_ran(release) says if it did."""
@@ -63,13 +73,13 @@ def search(
     for v in versions:
         if v in state and state[v][0]:
             res.values[v] = state[v][1]
-    differing = [v for v in versions[1:] if v in state and state[v][0] and state[v][1] != ref]
+    differing = [v for v in versions[1:] if v in state and state[v][0] and not same(ref, state[v][1])]
     hi: int | None = versions.index(differing[0]) if differing else None
     if hi is None:
         for j in range(len(versions) - 1, 0, -1):  # --to, or the closest observable release before it
             ok, val = get(versions[j])
             if ok:
-                if val != ref:
+                if not same(ref, val):
                     hi = j
                 break
         if hi is None:
@@ -86,7 +96,7 @@ def search(
         ok, val = get(versions[mid])
         if not ok:
             continue
-        if val == ref:
+        if same(ref, val):
             lo = mid
         else:
             hi = mid

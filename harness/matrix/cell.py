@@ -128,6 +128,21 @@ CELL_SHAPE: dict[str, Any] = {
             wire_keys=_map_of({"type": "array", "items": {"type": "string"}}),
             flags=_object(captured=_BOOL, source=_STR, reason=_STR, flags=_map_of({"type": "object"})),
         ),
+        "perf": _object(
+            scenario=_map_of({}),
+            ready_s=_NUM,
+            error=_STR,
+            host=_map_of(_NUM),
+            rounds=_list_of({"type": "object", "additionalProperties": _NUM}),
+            figures=_map_of(
+                {
+                    "type": "object",
+                    "properties": {"median": {"type": "number"}, "low": {"type": "number"}, "high": {"type": "number"}},
+                }
+            ),
+        ),
+        "lock": _object(committed=_BOOL, as_of=_STR, cutoff=_STR, locked_at=_STR),
+        "drift": _object(of=_STR, packages=_map_of({"type": "array", "items": _STR})),
         "golden_dir": _STR,
         "golden_diff": _object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
         "golden_errors": _map_of({"type": "string"}),
@@ -367,11 +382,15 @@ def _run_cell(
     baseline: str,
     prompt_sets: list[str] | None = None,
     lock_seconds: float | None = None,
+    perf: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Install, launch once, collect, stop; returns the cell (written by the caller). Never raises for the engine."""
+    """Install, launch once, collect, stop; returns the cell (written by the caller). Never raises for the engine.
+    `perf`: the bounded load in rounds after the other stages (the spec's `perf`)."""
     from harness.envs import ensure_env, env_for
     from harness.golden.prompts import resolve_prompt_sets
+    from harness.matrix.apikey import cell_api_key
+    from harness.matrix.perf import PERF_ROUNDS, run_perf
     from harness.upgrade.collect import collect_side
 
     t0 = time.perf_counter()
@@ -399,7 +418,14 @@ def _run_cell(
     }
     sets = resolve_prompt_sets(prompt_sets)
     say(f"[{release}] launching")
-    side = collect_side(manifest, work, sets, expectations=expectations, conformance=True, say=say, keep_good_sets=True)
+
+    def perf_stage(engine: Any) -> dict[str, Any]:  # last, on the live engine: a bounded load in rounds
+        say(f"[{release}] perf: {PERF_ROUNDS} rounds of the fixed load")
+        return run_perf(engine, work / "perf", ready_s=(getattr(engine, "identity", None) or {}).get("ready_seconds"))
+
+    with cell_api_key(manifest):
+        side = collect_side(manifest, work, sets, expectations=expectations, conformance=True, say=say,
+                            keep_good_sets=True, extra=perf_stage if perf else None)  # fmt: skip
     timings["cell_s"] = round(time.perf_counter() - t0, 1)
     timings["ready_s"] = side.get("ready_seconds")
     timings["golden_s"] = side.get("golden_seconds")
@@ -453,6 +479,7 @@ def _run_cell(
         **named,
         "timings": timings,
         "observables": observables,
+        "perf": side.get("extra"),
         "golden_dir": f"golden/{release}",
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

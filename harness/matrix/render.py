@@ -13,7 +13,7 @@ from typing import Any
 from harness.matrix.cell import load_cell
 from harness.matrix.observe import rows
 from harness.matrix.page import GROUP_ORDER, KIND_TITLES, render_html
-from harness.matrix.spec import MatrixSpec
+from harness.matrix.spec import MatrixSpec, base_version
 from harness.outputs import atomic_write_text
 from harness.shown import md_code, md_text
 
@@ -32,8 +32,9 @@ MATRIX_FORMAT = "harness-matrix/1"
 
 
 def load_cells(spec: MatrixSpec, out: Path) -> dict[str, dict[str, Any]]:
+    """Every cell in DIR of the spec's releases and its drift cells (columns are the releases only)."""
     cells = {}
-    for v in spec.versions:
+    for v in [*spec.versions, *spec.drift_ids]:
         c = load_cell(out, v)
         if c is not None:
             cells[v] = c
@@ -110,7 +111,7 @@ def performance(versions: list[str], cells: dict[str, dict[str, Any]]) -> dict[s
 
 def matrix_document(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
     versions = [v for v in spec.versions if v in cells]
-    all_rows = rows(versions, cells)
+    all_rows = rows(versions, {v: cells[v] for v in versions})  # a drift cell is no column
     flags_note = None
     if versions and not any(_column(cells[v])["flags_captured"] for v in versions):
         reasons = {((cells[v].get("observables") or {}).get("flags") or {}).get("reason") for v in versions}
@@ -127,6 +128,7 @@ def matrix_document(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> dict[
         "changed_rows": sum(1 for r in all_rows if r["first_changed"]),
         "changes_by_release": changes_by_release(versions, all_rows),
         "performance": performance(versions, cells),
+        "drift": _drift(spec, cells),
         # the newest cell's time, not the clock: re-rendering the same cells gives the same pages
         "rendered_at": max((str(cells[v].get("created_at") or "") for v in versions), default=""),
     }
@@ -143,6 +145,30 @@ def _or_dash(value: Any) -> Any:
 def _one_line(text: object, limit: int = 200) -> str:
     t = " ".join(str(text).split())
     return t if len(t) <= limit else t[: limit - 1] + "\u2026"
+
+
+def _drift(spec: MatrixSpec, cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per drift cell (a release locked as of today, outside the release sequence): what differs from its release's
+    cell (dependency drift), with the lock differences it recorded."""
+    from harness.matrix.observe import drift_rows
+
+    out = []
+    for d in spec.drift_ids:
+        cell, base = cells.get(d), cells.get(base_version(d))
+        if cell is None or base is None:
+            continue
+        lock_of = lambda c: {k: (c.get("lock") or {}).get(k) for k in ("committed", "as_of", "cutoff")}  # noqa: E731
+        out.append(
+            {
+                "release": base["release"],
+                "drift_cell": d,
+                "status": cell.get("status"),
+                "locks": {"as_released": lock_of(base), "today": lock_of(cell)},
+                "packages": (cell.get("drift") or {}).get("packages"),
+                "rows": drift_rows(base, cell) if cell.get("status") == "ran" else [],
+            }
+        )
+    return out
 
 
 def render_markdown(doc: dict[str, Any]) -> str:

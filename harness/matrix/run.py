@@ -19,10 +19,11 @@ from harness.matrix.cell import (
     run_cell,
     write_cell,
 )
-from harness.matrix.spec import MatrixSpec, render_manifest
+from harness.matrix.spec import MatrixSpec, base_version, is_drift, render_manifest
 from harness.progress import progress
 
 __all__ = [
+    "plan_cell",
     "ensure_cell",
     "run_matrix",
     "lock_for",
@@ -75,13 +76,20 @@ def suite_sha256(expectations: str, prompt_sets: list[str] | None) -> str:
 
 def config_sha256(spec: MatrixSpec, release: str, suite: str | None = None) -> str:
     """Everything besides the lock and the model that a cell's manifest and judgement come from: the template,
-    the release's settings, and (suite) the cases, expectations and prompts (suite_sha256)."""
+    the release's settings, the perf stage's scenario, and (suite) the cases, expectations and prompts
+    (suite_sha256)."""
     import hashlib
     import json
+
+    from harness.matrix.perf import scenario_doc
 
     template = hashlib.sha256(spec.resolve(spec.template).read_bytes()).hexdigest()
     settings = {n: spec.setting(release, n) for n in ("platform_plugin", "startup_timeout_s", "env")}
     doc = {"template": template, **settings, "python": spec.python, "expectations": spec.expectations}
+    if spec.perf:
+        doc["perf"] = scenario_doc()  # another load is another measurement: a cell made under an older one is stale
+    if spec.api_key:
+        doc["api_key"] = True  # a cell judged without a key (auth.* skipped) is another cell
     if suite is not None:
         doc["suite"] = suite
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -136,7 +144,55 @@ def stale_lock(spec: MatrixSpec, release: str, lock: Path) -> str | None:
         return f"{inputs.name} (sha256 {_digest(have)}...) differs from what the spec asks for: {' '.join(want)}"
     held = set(_input_lines(overrides) or [])
     missing = [o for o in spec.setting(release, "overrides") if o not in held]
-    return f"override {missing[0]} not applied" if missing else None
+    if missing:
+        return f"override {missing[0]} not applied"
+    from harness.matrix.lock import lock_cutoff
+
+    as_of, cutoff = spec.lock_as_of_for(release), lock_cutoff(lock)
+    if as_of is not None and cutoff is None:
+        return f"locked as of the day it was made; the spec locks as of the {as_of}"
+    if as_of is None and cutoff is not None:
+        return f"locked as of {cutoff}; the spec locks as of today"
+    return None
+
+
+def lock_record(spec: MatrixSpec, release: str, lock: Path, locked_at: str | None = None) -> dict[str, Any]:
+    """What the cell says of its lock: committed or made by the matrix, and as of when (the --exclude-newer cutoff
+    in its header; None: as of the day it was made)."""
+    from harness.matrix.lock import lock_cutoff
+
+    committed = spec.committed_lock(release) is not None
+    as_of = None if committed else (spec.lock_as_of_for(release) or "today")
+    cutoff = lock_cutoff(lock) if lock.is_file() else None
+    return {"committed": committed, "as_of": as_of, "cutoff": cutoff, "locked_at": locked_at}
+
+
+def drift_record(spec: MatrixSpec, release: str, out: Path) -> dict[str, Any] | None:
+    """For a drift cell: its release and the packages whose pin differs between the two locks (name: [as released,
+    today]; None where one lock lacks it). None for any other cell, or when a lock is not there."""
+    from harness.matrix.lock import lock_differences
+
+    if not is_drift(release):
+        return None
+    base = base_version(release)
+    old, new = lock_for(spec, base, out), lock_for(spec, release, out)
+    if not (old.is_file() and new.is_file()):
+        return {"of": base, "packages": None}
+    return {"of": base, "packages": lock_differences(old, new)}
+
+
+def plan_cell(spec: MatrixSpec, release: str, out: Path, *, retry_failed: bool = False,
+              prompt_sets: list[str] | None = None) -> tuple[bool, str]:  # fmt: skip
+    """(reused, why) of one cell, as `ensure_cell` would decide it, with nothing locked, installed or launched:
+    what a re-run would cost, and why (a stale lock, another suite or config, another harness version)."""
+    from harness.envs import lock_sha256
+
+    lock = lock_for(spec, release, Path(out))
+    stale = stale_lock(spec, release, lock) if lock.is_file() else "no lock yet"
+    config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
+    key = make_key(lock_sha256(lock) if lock.is_file() and not stale else None, _model_sha256(spec), config)
+    reuse, why = reuse_decision(load_cell(Path(out), release), key, retry_failed=retry_failed)
+    return reuse, (f"lock stale ({stale}); {why}" if stale and not reuse else why)
 
 
 def ensure_cell(
@@ -171,12 +227,14 @@ def ensure_cell(
     if reuse and cell is not None:
         changed = attach_golden_diff(cell, out, spec.baseline)
         changed = _fill_flags(spec, release, cell, lock, out) or changed
+        changed = _fill_lock_records(spec, release, cell, lock, out) or changed
         if changed:
             write_cell(out, cell)
         say(f"[{release}] reused ({why})")
         return cell, "reused"
     say(f"[{release}] running: {why}")
     lock_s = None
+    locked_at = None
     if stale or not lock.is_file():
         t = time.perf_counter()
         try:
@@ -189,6 +247,8 @@ def ensure_cell(
                 python_version=spec.python,
                 python_platform=spec.python_platform,
                 force=True,  # DIR/locks/ is the matrix's own; a failed lock leaves the old one there
+                as_of=spec.lock_as_of_for(release),
+                dated_by=spec.release_dated_by,
                 say=say,
             )
         except HarnessError as exc:
@@ -197,6 +257,7 @@ def ensure_cell(
             write_cell(out, cell)
             return cell, "ran"
         lock_s = round(time.perf_counter() - t, 1)
+        locked_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         key = make_key(lock_sha256(lock), model, config)
     try:
         manifest = render_manifest(spec, release, lock, str(key["lock_sha256"]), out / "manifests")
@@ -213,10 +274,29 @@ def ensure_cell(
         baseline=spec.baseline,
         prompt_sets=prompt_sets,
         lock_seconds=lock_s,
+        perf=spec.perf,
         say=say,
     )
+    cell["lock"] = lock_record(spec, release, lock, locked_at)
+    drift = drift_record(spec, release, out)
+    if drift is not None:
+        cell["drift"] = drift
     write_cell(out, cell)
     return cell, "ran"
+
+
+def _fill_lock_records(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path, out: Path) -> bool:
+    """A reused cell made before cells said what their lock is as of (and, a drift cell, how it differs) gets it
+    now from the lock on disk (the same lock: the key holds its hash). True when the cell changed."""
+    changed = False
+    if "lock" not in cell and lock.is_file():
+        cell["lock"] = lock_record(spec, release, lock)
+        changed = True
+    drift = drift_record(spec, release, out)
+    if drift is not None and cell.get("drift") != drift:
+        cell["drift"] = drift
+        changed = True
+    return changed
 
 
 def _fill_flags(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path, out: Path) -> bool:
@@ -273,7 +353,9 @@ def run_matrix(
     if out.exists() and not out.is_dir():
         raise RefusedError(f"{out}: --out is a file, not a directory")
     (out / "cells").mkdir(parents=True, exist_ok=True)
-    order = sorted(releases, key=lambda v: (v != spec.baseline, spec.versions.index(v)))
+    # a drift cell runs after its release's cell; neither is in the other's sequence
+    releases = [*releases, *(d for d in spec.drift_ids if base_version(d) in releases)]
+    order = sorted(releases, key=lambda v: (v != spec.baseline, spec.versions.index(base_version(v)), is_drift(v)))
     actions: dict[str, str] = {}
     t0 = time.perf_counter()
     # engines this process had running before the matrix (a test session's, a caller's) are not the cells' leftovers
@@ -287,7 +369,7 @@ def run_matrix(
         left = [run_id for run_id in _leftovers() if run_id not in running_before]
         if left:
             raise RefusedError(f"engines still registered after the cell of {release}: {', '.join(left)}")
-    for release in spec.versions:  # a baseline recording made after a cell: its golden diff is filled in now
+    for release in [*spec.versions, *spec.drift_ids]:  # a baseline recording made after a cell: its diff now
         cell = load_cell(out, release)
         if cell is not None and attach_golden_diff(cell, out, spec.baseline):
             write_cell(out, cell)

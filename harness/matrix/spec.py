@@ -9,6 +9,11 @@ Everything a spec could turn against the machine is refused when it is read, bef
 lie (symlinks resolved) under the spec's directory, the harness's own manifests/locks/ or the matrix directory, and
 hold only hashed pins (a problem names the line, never its text); `overrides`/`extra` are plain requirements (no URL,
 `@`, option or marker); `env` sets no variable the engine's profile forbids.
+
+A release the matrix locks is locked as of its release (`lock_as_of: release`, dated by `release_dated_by`'s upload
+of the same version when the requirement is a repackaging); a committed lock is kept as it is. `drift: [V, ...]`
+adds a cell `V+drift` per release: the same release with a lock as of today (DIR/locks/<stem>-drift.txt, or the
+entry's committed `lock`), outside the release sequence, so what differs from V's cell reads as dependency drift.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,11 +33,22 @@ from harness.outputs import atomic_write_text
 from harness.readers import read_yaml
 from harness.yamlfile import read_yaml_mapping, validate_as
 
-__all__ = ["Release", "MatrixSpec", "load_spec", "select_releases", "render_manifest", "version_key", "PLACEHOLDERS"]
+__all__ = ["Release", "Drift", "MatrixSpec", "load_spec", "select_releases", "render_manifest", "version_key",
+           "PLACEHOLDERS", "DRIFT", "base_version", "is_drift"]  # fmt: skip
 
 VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,4}){0,2}(?:\.post\d{1,4})?")
 PLACEHOLDERS = ("version", "lock", "lock_sha256", "python", "platform_plugin", "startup_timeout_s")
 _PKG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+MATRIX_API_KEY_ENV = "HARNESS_MATRIX_API_KEY"  # the variable a cell's engine takes its key from (spec api_key)
+DRIFT = "+drift"  # the cell id of a release locked as of today: "0.11.0+drift"
+
+
+def base_version(cell_id: str) -> str:
+    return cell_id.removesuffix(DRIFT)
+
+
+def is_drift(cell_id: str) -> bool:
+    return cell_id.endswith(DRIFT)
 
 
 def version_key(v: str) -> tuple[int, ...]:
@@ -115,6 +131,17 @@ class Release(_Strict):
     _r = field_validator("overrides", "extra")(classmethod(lambda cls, v: _requirements(v)))
 
 
+class Drift(_Strict):
+    version: str
+    lock: str | None = Field(default=None, max_length=500)  # a committed lock as of today; default: made in DIR/locks
+
+    _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))
+
+
+def _drift_entries(v: Any) -> Any:
+    return [{"version": e} if isinstance(e, str) else e for e in v] if isinstance(v, list) else v
+
+
 class MatrixSpec(_Strict):
     format: int
     name: str = Field(max_length=100)
@@ -127,7 +154,17 @@ class MatrixSpec(_Strict):
     python_platform: str = Field(default="x86_64-manylinux_2_28", max_length=100)
     defaults: Defaults = Field(default_factory=Defaults)
     releases: list[Release] = Field(min_length=1, max_length=500)
+    lock_as_of: Literal["release"] | None = "release"  # null: lock as of the day the matrix runs
+    release_dated_by: str | None = Field(default=None, max_length=100)  # the project whose upload dates a release
+    drift: list[Drift] = Field(default_factory=list, max_length=100)
+    # a bounded load in rounds after the other stages (harness.matrix.perf); false keeps cells made before it valid
+    perf: bool = True
+    # every cell's engine runs with a key (server.api_key_env MATRIX_API_KEY_ENV), so the auth.* rows say how each
+    # release guards /v1, /health and /metrics; false keeps cells made without one valid
+    api_key: bool = True
     path: Path | None = Field(default=None, exclude=True)
+
+    _d = field_validator("drift", mode="before")(classmethod(lambda cls, v: _drift_entries(v)))
 
     _b = field_validator("baseline", mode="before")(classmethod(lambda cls, v: _version(v)))
 
@@ -138,10 +175,10 @@ class MatrixSpec(_Strict):
             raise ValueError(f"unknown spec format {v} (this harness reads format 1)")
         return v
 
-    @field_validator("name", "expectations")
+    @field_validator("name", "expectations", "release_dated_by")
     @classmethod
-    def _plain(cls, v: str) -> str:
-        if not _PKG.fullmatch(v):
+    def _plain(cls, v: str | None) -> str | None:
+        if v is not None and not _PKG.fullmatch(v):
             raise ValueError(f"letters, digits, '.', '_' and '-' only: {v[:60]!r}")
         return v
 
@@ -162,13 +199,24 @@ class MatrixSpec(_Strict):
             raise ValueError("releases must be listed in ascending version order")
         if self.baseline not in vs:
             raise ValueError(f"baseline {self.baseline} is not one of the releases")
+        drifts = [d.version for d in self.drift]
+        for d in drifts:
+            if d not in vs or drifts.count(d) > 1:
+                raise ValueError(f"drift: {d} is {'listed twice' if d in vs else 'not one of the releases'}")
         return self
 
     @property
     def versions(self) -> list[str]:
         return [r.version for r in self.releases]
 
+    @property
+    def drift_ids(self) -> list[str]:
+        """The drift cells, in release order ("0.11.0+drift")."""
+        return [v + DRIFT for v in self.versions if v in {d.version for d in self.drift}]
+
     def release(self, version: str) -> Release:
+        """The release of a cell id (a drift cell's is its release's: the same settings)."""
+        version = base_version(version)
         for r in self.releases:
             if r.version == version:
                 return r
@@ -180,18 +228,27 @@ class MatrixSpec(_Strict):
         return p if p.is_absolute() else (base / p).resolve()
 
     def committed_lock(self, version: str) -> Path | None:
+        if is_drift(version):
+            d = next((d for d in self.drift if d.version == base_version(version)), None)
+            return self.resolve(d.lock) if d is not None and d.lock else None
         r = self.release(version)
         return self.resolve(r.lock) if r.lock else None
+
+    def lock_as_of_for(self, version: str) -> str | None:
+        """What a lock the matrix makes for this cell is as of: its release, or (a drift cell, or lock_as_of null)
+        the day it is made."""
+        return None if is_drift(version) else self.lock_as_of
 
     def setting(self, version: str, name: str) -> Any:
         own = getattr(self.release(version), name)
         return getattr(self.defaults, name) if own is None else own
 
     def manifest_stem(self, version: str) -> str:
-        return self.manifest_name.replace("{version}", version)
+        stem = self.manifest_name.replace("{version}", base_version(version))
+        return stem + "-drift" if is_drift(version) else stem
 
     def requirement_for(self, version: str) -> str:
-        return self.requirement.replace("{version}", version)
+        return self.requirement.replace("{version}", base_version(version))
 
 
 def load_spec(path: str | Path, *, out: str | Path | None = None) -> MatrixSpec:
@@ -208,6 +265,9 @@ def load_spec(path: str | Path, *, out: str | Path | None = None) -> MatrixSpec:
     for r in spec.releases:
         if r.lock is not None:
             _check_committed_lock(spec.resolve(r.lock), roots, p, f"releases.{r.version}.lock")
+    for d in spec.drift:
+        if d.lock is not None:
+            _check_committed_lock(spec.resolve(d.lock), roots, p, f"drift.{d.version}.lock")
     return spec
 
 
@@ -301,7 +361,7 @@ def render_manifest(spec: MatrixSpec, version: str, lock: Path, lock_sha256: str
     target = Path(out_dir) / f"{spec.manifest_stem(version)}.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
     values: dict[str, Any] = {
-        "version": version,
+        "version": base_version(version),
         "lock": os.path.relpath(Path(lock).resolve(), target.parent.resolve()),
         "lock_sha256": lock_sha256,
         "python": spec.python,
@@ -309,6 +369,8 @@ def render_manifest(spec: MatrixSpec, version: str, lock: Path, lock_sha256: str
         "startup_timeout_s": spec.setting(version, "startup_timeout_s"),
     }
     filled = _fill(raw, values)
+    if spec.api_key:  # the variable is named, never the key (harness.matrix.apikey sets a fresh one per cell)
+        filled.setdefault("server", {})["api_key_env"] = MATRIX_API_KEY_ENV
     head = f"# Rendered by `harness matrix` from {template.name} for release {version}; do not edit.\n"
     atomic_write_text(target, head + yaml.safe_dump(filled, sort_keys=False))
     manifest = load_manifest(target)

@@ -84,11 +84,13 @@ def collect_side(
     conformance: bool,
     say: Callable[[str], None],
     keep_good_sets: bool = False,
+    extra: Callable[[Any], Any] | None = None,
 ) -> Side:
     """Launch one engine and collect everything the comparison needs. Never raises for an engine failure.
 
     keep_good_sets (the matrix): a golden set that fails is left out of the recording and named in
-    side["golden_errors"], and the other stages still run; otherwise (an upgrade) a recording is all or nothing."""
+    side["golden_errors"], and the other stages still run; otherwise (an upgrade) a recording is all or nothing.
+    extra(engine) (the matrix's perf stage) runs last against the live engine; its result is side["extra"]."""
     from harness.golden.record import record_with_engine
     from harness.launch.session import launch
     from harness.metrics.surface import surface_from_text
@@ -141,6 +143,8 @@ def collect_side(
                 side["conformance_seconds"] = round(time.perf_counter() - t, 2)
             else:
                 side["conformance"] = {"available": False, "reason": "not run (--no-conformance)"}
+            if extra is not None:
+                side["extra"] = extra(engine)
             if engine.spec.env_dir:
                 side["env_dir"] = str(engine.spec.env_dir)
             side["ok"] = True

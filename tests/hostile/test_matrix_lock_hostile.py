@@ -64,7 +64,9 @@ def uv_calls(calls: Path) -> list:
 
 
 def spec_file(d: Path, releases: str, extra: str = "") -> Path:
+    """A spec of `releases`; locked as of the day they are made (no index is asked for a release's date here)."""
     d.mkdir(parents=True, exist_ok=True)
+    extra = extra if "lock_as_of" in extra else "lock_as_of: null\n" + extra
     p = d / "spec.yaml"
     p.write_text(
         f"format: 1\nname: synth\ntemplate: {TEMPLATE}\nmanifest_name: 'synth-{{version}}'\n"

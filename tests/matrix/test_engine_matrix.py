@@ -61,11 +61,34 @@ def test_every_release_of_the_spec_has_a_cell_that_says_ran_or_why_not():
         assert _cell(v)["observables"]["wire_keys"]
 
 
+def test_a_plan_of_the_committed_matrix_names_every_cell_and_does_nothing(tmp_path, no_engine_work, capsys):
+    out = tmp_path / "results"
+    shutil.copytree(RESULTS, out, ignore=shutil.ignore_patterns("work", "manifests"))
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    versions = load_spec(SPEC).versions
+    assert main(["matrix", str(SPEC), "--out", str(out), "--plan"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = {ln.split(":", 1)[0].strip(): ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("  ")}
+    assert list(said) == versions
+    assert all(v.startswith(("reuse (", "run (")) for v in said.values()), said
+    assert lines[-1].startswith(f"plan: {len(versions)} cell(s): ") and lines[-1].endswith("nothing done")
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_rerun_of_the_committed_matrix_does_no_install_and_no_launch(tmp_path, no_engine_work, capsys):
+    """Once the committed cells are current (the plan reuses every one), a re-run locks, installs and launches
+    nothing and renders the committed pages again. While they are older than this harness's suite (new cases or
+    expectations: the plan says so, cell by cell), the re-run is not attempted: it would do engine work."""
     out = tmp_path / "results"
     shutil.copytree(RESULTS, out, ignore=shutil.ignore_patterns("work", "manifests"))
     before = {p.name: p.read_bytes() for p in (out / "cells").iterdir()}
     n = len(load_spec(SPEC).versions)
+    main(["matrix", str(SPEC), "--out", str(out), "--plan"])
+    plan = capsys.readouterr().out
+    if f"0 would run, {n} would be reused" not in plan:
+        stale = [ln for ln in plan.splitlines() if ln.startswith("  ") and ": run (" in ln]
+        assert stale and all("changed" in ln or "stale" in ln or "no cell" in ln for ln in stale), stale
+        return
     rc = main(["matrix", str(SPEC), "--out", str(out)])
     captured = capsys.readouterr()
     assert rc in (0, 1), captured.err  # 1: a release that cannot run here is a failed cell
@@ -122,3 +145,33 @@ def test_real_cells_of_the_two_pinned_releases_agree_with_the_committed_ones(tmp
         assert set(cases) == set(committed["observables"]["conformance"]["cases"]), v
         d = golden_diff_summary(RESULTS / "golden" / v, out / "golden" / v, v)
         assert "refused" not in d and not d["counts"].get("regression"), (v, d)
+
+
+def test_a_real_cell_has_a_perf_stage_and_judges_auth(tmp_path, capsys, monkeypatch):
+    """One real cell (0.11.0, its environment the pinned manifest's): the perf stage ran its rounds against the live
+    engine and left figures with bands, and the cell ran with an API key, so no auth.* case is a skip; the key is
+    nowhere in what the cell wrote."""
+    import secrets
+
+    from harness.matrix.perf import PERF_ROUNDS, ROUND_FIGURES
+
+    key = "test-" + secrets.token_hex(16)
+    monkeypatch.setenv("HARNESS_MATRIX_API_KEY", key)  # a key already set is the one the cell uses
+    out = tmp_path / "m"
+    rc = main(["matrix", str(CI_SPEC), "--releases", "0.11.0", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err[-3000:] + captured.out[-3000:]
+    cell = json.loads((out / "cells" / "0.11.0.json").read_text())
+    perf = cell["perf"]
+    assert perf.get("error") is None and len(perf["rounds"]) == PERF_ROUNDS
+    assert perf["ready_s"] == cell["timings"]["ready_s"] and perf["ready_s"] > 0
+    for name in ROUND_FIGURES:
+        f = perf["figures"][name]
+        assert f["low"] <= f["median"] <= f["high"], name
+    assert perf["figures"]["output_tokens_per_s"]["low"] > 0
+    auth = {k: v["verdict"] for k, v in cell["observables"]["conformance"]["cases"].items() if k.startswith("auth.")}
+    assert len(auth) == 4 and "skip" not in auth.values(), auth
+    doc = json.loads((out / "matrix.json").read_text())
+    assert {r["id"] for r in doc["rows"] if r["kind"] == "perf"} == {"ready_s", *ROUND_FIGURES}
+    leaked = [str(p) for p in out.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert not leaked and key not in captured.out + captured.err

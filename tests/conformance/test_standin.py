@@ -99,7 +99,7 @@ def test_pytest_plugin(pytester, standin):
     # reasoning cases skip: the stand-in does not serve the scripted model
     from harness.conformance.suite import all_cases
 
-    scripted = sum(c.id.startswith(("tools.", "reasoning.")) for c in all_cases())
+    scripted = sum(c.id.startswith(("tools.", "reasoning.", "structured.client.")) for c in all_cases())
     assert scripted >= 20
     r.assert_outcomes(passed=1 + 66 + 6 + 4, skipped=7 + 15 + scripted)
     r.stdout.fnmatch_lines(["*harness conformance (tgi-3.3.5)*", "*quirk chat.stream.role-once*"])

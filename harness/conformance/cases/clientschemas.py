@@ -83,10 +83,10 @@ async def sdk_parse(ctx) -> Check:
     try:
         done = await client.chat.completions.parse(
             model=ctx.model,
-            messages=ASK,
+            messages=ASK,  # type: ignore[arg-type]
             response_format=Item,
             max_tokens=MAX_TOKENS,
-            temperature=0,  # type: ignore[arg-type]
+            temperature=0,
             extra_body={"chat_template_kwargs": {"enable_thinking": False}},
         )
     except openai.APIStatusError as exc:  # the server's refusal: its status and what it said

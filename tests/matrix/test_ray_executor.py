@@ -23,11 +23,10 @@ import pytest
 
 from harness.procs import pid_alive, process_group
 from tests.conftest import unavailable
-from tests.matrix.helpers import REPO
+from tests.matrix.helpers import REPO, assert_cell_equals_committed
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.ray]
 
-RESULTS = REPO / "matrix" / "results"
 LOCKS = REPO / "manifests" / "locks"
 DRIVER_BOUND_S = 2400  # two cells side by side on two shared cores, each a few minutes; a hang fails the test
 
@@ -176,19 +175,6 @@ def _cell(out: Path, v: str) -> dict:
     return json.loads((out / "cells" / f"{v}.json").read_text())
 
 
-def _assert_equals_committed(out: Path, v: str) -> None:
-    from harness.matrix.cell import golden_diff_summary
-
-    fresh, committed = _cell(out, v), json.loads((RESULTS / "cells" / f"{v}.json").read_text())
-    assert fresh["status"] == "ran" and fresh["key"] == committed["key"], v
-    for part in ("metrics", "wire_keys", "flags"):
-        assert fresh["observables"][part] == committed["observables"][part], (v, part)
-    cases = fresh["observables"]["conformance"]["cases"]
-    assert set(cases) == set(committed["observables"]["conformance"]["cases"]), v
-    d = golden_diff_summary(RESULTS / "golden" / v, out / "golden" / v, v)
-    assert "refused" not in d and not d["counts"].get("regression"), (v, d)
-
-
 def _scratches() -> set[Path]:
     from harness.settings import harness_home
 
@@ -207,7 +193,7 @@ def test_two_real_cells_on_two_nodes_equal_a_local_run(ray_cluster, tmp_path):
     assert ran_on["0.11.0"] == {"executor": "ray", "node_id": node_ids["node_a"], "node_ip": "127.0.0.1"}
     assert ran_on["0.32.0"] == {"executor": "ray", "node_id": node_ids["node_b"], "node_ip": "127.0.0.1"}
     for v in ("0.11.0", "0.32.0"):
-        _assert_equals_committed(out, v)
+        assert_cell_equals_committed(out, v)
     # the driver wrote DIR as a local run does: the golden diff against the baseline, the pages
     assert (
         _cell(out, "0.32.0")["golden_diff"]["baseline"] == "0.11.0"
@@ -231,7 +217,7 @@ def test_a_node_killed_mid_cell_fails_that_cell_only_and_leaves_no_engine(ray_cl
     killed = _cell(out, "0.32.0")
     assert killed["status"] == "failed" and killed["stage"] == "executor", killed
     assert killed["reason"].startswith("ray: "), killed["reason"]
-    _assert_equals_committed(out, "0.11.0")
+    assert_cell_equals_committed(out, "0.11.0")
     assert "0.32.0: failed at executor: ray: " in stdout
 
 

@@ -166,6 +166,10 @@ def _check_modes(args: argparse.Namespace) -> None:
         raise UsageError(f"--ray-retries must be 0 or more, got {args.ray_retries}")
     if args.force and not args.collect:
         raise UsageError("--force is an option of --collect")
+    if args.collect and args.releases is not None:
+        raise UsageError("--collect merges every release of the spec it finds; --releases is not used")
+    if args.executor == "ray" and args.keep_envs is not None:
+        raise UsageError("--keep-envs is an option of the local executor (a Ray node keeps its own environments)")
 
 
 def _emit(args: argparse.Namespace, spec: Any, releases: list[str]) -> int:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError, HarnessError, RefusedError, UsageError
-from harness.matrix.cell import CellKey, failed_cell, write_cell
+from harness.matrix.cell import CELL_FORMAT, CellKey, check_cell_shape, failed_cell, write_cell
 from harness.matrix.run import CellJob
 from harness.matrix.spec import MatrixSpec
 
@@ -270,4 +270,16 @@ class RayExecutor:
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             reason = f"ray: {type(exc).__name__}: {first}"
             return failed_cell(job.release, job.key, "executor", reason, ran_on={"executor": "ray"}), {}
-        return res["cell"], res["golden"]
+        cell, golden = (
+            res.get("cell") if isinstance(res, dict) else None,
+            res.get("golden") if isinstance(res, dict) else None,
+        )
+        where = f"the cell of {job.release} from its Ray node"
+        if not isinstance(cell, dict) or cell.get("format") != CELL_FORMAT or cell.get("release") != job.release:
+            raise DataError(f"{where}: not a matrix cell for release {job.release}")
+        check_cell_shape(cell, where)
+        if not isinstance(golden, dict) or not all(
+            isinstance(k, str) and isinstance(v, bytes) for k, v in golden.items()
+        ):
+            raise DataError(f"{where}: the golden recording is not a mapping of paths to bytes")
+        return cell, golden

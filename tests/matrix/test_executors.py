@@ -110,6 +110,8 @@ def test_a_job_the_models_would_change_is_refused():
         (["--out", "D", "--ray-address", "127.0.0.1:6379"], "option of --executor ray"),
         (["--out", "D", "--executor", "ray", "--cell-index", "0"], "runs a whole matrix"),
         (["--out", "D", "--force"], "option of --collect"),
+        (["--out", "D", "--collect", "A", "--releases", "0.11.0"], "--releases is not used"),
+        (["--out", "D", "--executor", "ray", "--keep-envs", "1"], "option of the local executor"),
         (["--out", "D", "--cell-index", "99"], "has 24 cell(s)"),
         (["--emit", "k8s-job", "--job-name", "Bad_Name"], "not a Kubernetes name"),
         (["--emit", "k8s-job", "--parallelism", "0"], "--parallelism"),
@@ -130,6 +132,31 @@ def test_a_ray_address_off_loopback_is_refused_before_ray_is_reached(address):
     with pytest.raises((RefusedError, UsageError)):
         RayExecutor(address)
     assert RayExecutor("127.0.0.1:6379").address == "127.0.0.1:6379"
+
+
+def test_what_a_node_returns_is_checked_as_a_cell(tmp_path):
+    from harness.matrix.executors import RayExecutor
+    from harness.matrix.run import CellJob
+    from tests.matrix.helpers import cell
+
+    class Ray:  # what ray.get answers: the task's return value
+        class exceptions:
+            RayError = RuntimeError
+
+        def __init__(self, value):
+            self.value = value
+
+        def get(self, ref):
+            return self.value
+
+    job = CellJob("1.0.0", {}, tmp_path / "lock.txt", None)
+    good = cell("1.0.0")
+    assert RayExecutor._result(Ray({"cell": good, "golden": {"a": b"x"}}), None, job) == (good, {"a": b"x"})
+    bad_shape = {**good, "observables": {"metrics": []}}
+    for value in ({"cell": cell("2.0.0"), "golden": {}}, {"cell": bad_shape, "golden": {}},
+                  {"cell": good, "golden": {"a": "text"}}, None):  # fmt: skip
+        with pytest.raises(DataError):
+            RayExecutor._result(Ray(value), None, job)
 
 
 def test_a_result_from_a_node_is_written_only_inside_dir(tmp_path):

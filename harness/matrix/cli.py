@@ -1,6 +1,7 @@
 """CLI: `harness lock`, `harness envs list|gc`, `harness matrix`, `harness bisect`.
 
-Exit codes: matrix 0 when every selected cell ran (1 when one failed); bisect 0 change found, 1 none in the range,
+Exit codes: matrix 0 when every selected cell ran (1 when one failed; `--cell-index`: its cell), `--collect` and
+`--emit` 0; bisect 0 change found, 1 none in the range,
 2 bad input; lock and envs 0 / 2."""
 
 from __future__ import annotations

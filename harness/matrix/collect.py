@@ -73,11 +73,13 @@ def _with_inputs(lock: Path) -> list[Path]:
 
 
 def _copy_tree(src: Path, dst: Path) -> None:
-    if src.is_symlink():
-        raise DataError(f"{src}: a symlink; refusing to follow it")
+    """A golden recording copied into OUT; a symlink anywhere in it is refused (it could point at any file)."""
+    for p in [src, *src.rglob("*")]:
+        if p.is_symlink():
+            raise DataError(f"{p}: a symlink in a golden recording; refusing to follow it")
     if dst.exists():
         shutil.rmtree(dst)
-    shutil.copytree(src, dst, symlinks=True)
+    shutil.copytree(src, dst)
 
 
 def collect(

@@ -281,3 +281,12 @@ def test_run_matrix_with_an_executor_plans_in_the_driver_and_writes_what_it_retu
     doc = run_matrix(spec, out, spec.versions, executor=Fake(), say=lambda m: None)
     assert sent == ["1.0.0", "1.1.0"] and doc["run"]["actions"] == {"1.0.0": "reused", "1.1.0": "reused"}
     assert load_cell(out, "1.1.0")["ran_on"]["node_id"] == "n1"
+
+
+def test_collect_refuses_a_symlink_in_a_recording(tmp_path, capsys):
+    a = _pod_dir(tmp_path, "a", "0.11.0")
+    (a / "golden" / "0.11.0" / "link.json").symlink_to("/etc/hostname")
+    out = tmp_path / "out"
+    assert main(["matrix", str(CI_SPEC), "--collect", str(a), "--out", str(out)]) == 2
+    assert "a symlink in a golden recording" in capsys.readouterr().err
+    assert not (out / "golden" / "0.11.0").exists()

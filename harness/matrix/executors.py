@@ -134,6 +134,15 @@ def store_result(out: Path, cell: dict[str, Any], golden: dict[str, bytes]) -> N
     write_cell(out, cell)
 
 
+def _short_of(opts: dict[str, Any], total: dict[str, float]) -> str | None:
+    """The first resource a cell asks more of than the whole cluster has, as "NAME AMOUNT", or None."""
+    asked = {"CPU": opts["num_cpus"], "GPU": opts["num_gpus"], **opts["resources"]}
+    for name, amount in asked.items():
+        if amount and total.get(name, 0) < amount:
+            return f"{name} {amount:g}"
+    return None
+
+
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM as Ctrl-C while tasks are out, so the driver cancels them before it goes."""
@@ -203,8 +212,12 @@ class RayExecutor:
         pending: dict[Any, tuple[CellJob, float]] = {}
         try:
             task = ray.remote(run_on_node)
+            total = ray.cluster_resources()
             for job in jobs:
                 opts = ray_options(spec, job.release)
+                short = _short_of(opts, total)
+                if short:  # an autoscaling cluster may still add such a node: said, not refused
+                    say(f"[{job.release}] no node of the cluster has {short} now; the cell waits for one")
                 ref = task.options(
                     name=f"harness-cell-{job.release}", max_retries=self.max_retries, retry_exceptions=False, **opts
                 ).remote(

@@ -290,3 +290,12 @@ def test_collect_refuses_a_symlink_in_a_recording(tmp_path, capsys):
     assert main(["matrix", str(CI_SPEC), "--collect", str(a), "--out", str(out)]) == 2
     assert "a symlink in a golden recording" in capsys.readouterr().err
     assert not (out / "golden" / "0.11.0").exists()
+
+
+def test_a_cell_asking_more_than_the_cluster_has_is_named():
+    from harness.matrix.executors import _short_of
+
+    opts = {"num_cpus": 2, "num_gpus": 0, "resources": {"accelerator_type:A100": 1}}
+    assert _short_of(opts, {"CPU": 4.0}) == "accelerator_type:A100 1"
+    assert _short_of(opts, {"CPU": 1.0, "accelerator_type:A100": 1.0}) == "CPU 2"
+    assert _short_of(opts, {"CPU": 2.0, "accelerator_type:A100": 1.0}) is None

@@ -11,7 +11,8 @@ The Ray cluster is Ray's own multi-node test cluster on 127.0.0.1 (ray.cluster_u
 started and stopped here; every node has 2 logical CPUs and every cell asks for 2 (so Ray gives the engine the
 same 2 threads a local run has, and one node runs one cell at a time). Both nodes share this machine's 2 cores: the
 two-node figure says what running side by side costs on them, not what two machines would give. Each figure is the
-driver's wall time (plan, run, write DIR, pages), with every cell's own cell_s and ready_s from its cell. One round:
+driver's wall time (plan, run, write DIR, pages), with every cell's own cell_s and ready_s from its cell, and
+around_cells_s: the wall time less the cells' own (in sequence: what the executor adds, load aside). One round:
 a cell takes minutes, and the machine is shared, so the figures are one run's, not a comparison across runs.
 """
 
@@ -70,9 +71,12 @@ def drive(spec: Path, out: Path, *extra: str) -> dict:
         t = c.get("timings") or {}
         cells[v] = {"status": c.get("status"), "cell_s": t.get("cell_s"), "ready_s": t.get("ready_s"),
                     "node": (c.get("ran_on") or {}).get("node_id", "")[:12]}  # fmt: skip
+    # what the driver and the executor add around the cells (plan, send, results back, pages): the part of the wall
+    # time that a busier or quieter machine does not change much, unlike the engines' own time
+    spent = sum(c["cell_s"] or 0 for c in cells.values())
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
-    return {"rc": proc.returncode, "wall_s": wall, "cells": cells}
+    return {"rc": proc.returncode, "wall_s": wall, "around_cells_s": round(wall - spent, 1), "cells": cells}
 
 
 def main() -> int:

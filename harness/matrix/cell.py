@@ -147,6 +147,8 @@ CELL_SHAPE: dict[str, Any] = {
         "golden_diff": _object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
         "golden_errors": _map_of({"type": "string"}),
         "metrics_error": _STR,
+        # where the cell ran: {"executor": "local"}, or a Ray node's id and address (harness.matrix.executors)
+        "ran_on": _object(executor=_STR, node_id=_STR, node_ip=_STR, attempt=_INT),
     },
 }
 

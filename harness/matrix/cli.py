@@ -1,6 +1,7 @@
 """CLI: `harness lock`, `harness envs list|gc`, `harness matrix`, `harness bisect`.
 
-Exit codes: matrix 0 when every selected cell ran (1 when one failed); bisect 0 change found, 1 none in the range,
+Exit codes: matrix 0 when every selected cell ran (1 when one failed; `--cell-index`: its cell), `--collect` and
+`--emit` 0; bisect 0 change found, 1 none in the range,
 2 bad input; lock and envs 0 / 2."""
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("matrix", help="the compatibility matrix over a spec's releases (one cell per release)")
     p.add_argument("spec")
-    p.add_argument("--out", required=True, help="matrix directory (cells/, golden/, locks/, matrix.*)")
+    p.add_argument("--out", help="matrix directory (cells/, golden/, locks/, matrix.*); required but with --emit")
     p.add_argument("--releases", help="A..B (inclusive) or A,B,C; default every release of the spec")
     p.add_argument("--retry-failed", action="store_true", help="run again the cells that failed")
     p.add_argument("--keep-envs", type=int, default=None, help="after each cell, `envs gc --keep N`")
@@ -52,6 +53,19 @@ def register(sub: Any) -> None:
     p.add_argument("--plan", action="store_true",
                    help="say per release whether its cell would be reused or run, and why; lock, install and launch"
                    " nothing, write nothing")  # fmt: skip
+    p.add_argument("--executor", choices=["local", "ray"], default="local", help="where cells run (default local)")
+    p.add_argument("--ray-address", help="HOST:PORT of a Ray cluster on loopback (default: a Ray of this run alone)")
+    p.add_argument("--ray-retries", type=int, default=1, help="times Ray runs a cell again when its node dies")
+    p.add_argument("--cell-index", type=int, help="run only the N-th selected release's cell (no pages); 0-based")
+    p.add_argument("--collect", nargs="+", metavar="DIR", help="merge the cells of these matrix directories into --out")
+    p.add_argument("--force", action="store_true", help="--collect: take the first of conflicting cells")
+    p.add_argument("--emit", choices=["k8s-job"], help="print a Kubernetes Indexed Job for the cells; run nothing")
+    p.add_argument("--image", help="--emit: the container image (harness and the spec inside; default harness:VER)")
+    p.add_argument("--spec-path", help="--emit: the spec's path inside the image (default: as given)")
+    p.add_argument("--job-name", help="--emit: the Job's name (default harness-matrix-<spec name>)")
+    p.add_argument("--parallelism", type=int, help="--emit: pods at once (default: every cell)")
+    p.add_argument("--results-claim", default="harness-matrix-results", help="--emit: PVC for /results")
+    p.add_argument("--home-claim", help="--emit: PVC for HARNESS_HOME (default an emptyDir)")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("bisect", help="first release whose observable differs from --from's")
@@ -143,11 +157,93 @@ def cmd_envs_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+_MODE_OPTIONS = {
+    "emit": ("image", "spec_path", "job_name", "parallelism", "home_claim"),
+    "ray": ("ray_address",),
+}
+
+
+def _check_modes(args: argparse.Namespace) -> None:
+    """One mode at a time (--emit, --cell-index, --collect, a run), and no option a mode does not use."""
+    modes = [m for m, on in (("--emit", args.emit), ("--cell-index", args.cell_index is not None),
+                             ("--collect", args.collect)) if on]  # fmt: skip
+    if len(modes) > 1:
+        raise UsageError(f"{modes[0]} and {modes[1]} do not go together")
+    if args.out is None and not args.emit:
+        raise UsageError("--out DIR is required (but with --emit)")
+    if not args.emit:
+        used = [o for o in _MODE_OPTIONS["emit"] if getattr(args, o) is not None]
+        if used:
+            raise UsageError(f"--{used[0].replace('_', '-')} is an option of --emit")
+    if args.executor != "ray" and args.ray_address is not None:
+        raise UsageError("--ray-address is an option of --executor ray")
+    if args.executor == "ray" and (args.emit or args.cell_index is not None or args.collect):
+        raise UsageError(f"--executor ray runs a whole matrix; not with {modes[0]}")
+    if args.ray_retries < 0:
+        raise UsageError(f"--ray-retries must be 0 or more, got {args.ray_retries}")
+    if args.force and not args.collect:
+        raise UsageError("--force is an option of --collect")
+    if args.collect and args.releases is not None:
+        raise UsageError("--collect merges every release of the spec it finds; --releases is not used")
+    if args.executor == "ray" and args.keep_envs is not None:
+        raise UsageError("--keep-envs is an option of the local executor (a Ray node keeps its own environments)")
+
+
+def _emit(args: argparse.Namespace, spec: Any, releases: list[str]) -> int:
+    from harness import __version__
+    from harness.matrix.k8s import check_with_k8s_models, job_document, job_yaml
+
+    doc = job_document(
+        spec,
+        releases,
+        args.spec_path or args.spec,
+        image=args.image or f"harness:{__version__}",
+        name=args.job_name,
+        parallelism=args.parallelism,
+        results_claim=args.results_claim,
+        home_claim=args.home_claim,
+        release_arg=args.releases,
+    )
+    check_with_k8s_models(doc)
+    sys.stdout.write(job_yaml(doc))
+    return 0
+
+
+def _cell_index(args: argparse.Namespace, spec: Any, releases: list[str], say: Any) -> int:
+    from harness.matrix.run import ensure_cell
+
+    n = args.cell_index
+    if not 0 <= n < len(releases):
+        raise UsageError(f"--cell-index {n}: the selection has {len(releases)} cell(s) (0 to {len(releases) - 1})")
+    release = releases[n]
+    (Path(args.out) / "cells").mkdir(parents=True, exist_ok=True)
+    cell, action = ensure_cell(spec, release, Path(args.out), retry_failed=args.retry_failed,
+                               prompt_sets=args.prompts, say=say)  # fmt: skip
+    state = "ran" if cell.get("status") == "ran" else f"failed at {cell.get('stage')}: {cell.get('reason')}"
+    print(f"matrix: cell {n} ({release}): {action}; {state}; {args.out}/cells/{release}.json")
+    return 0 if cell.get("status") == "ran" else 1
+
+
+def _collect(args: argparse.Namespace, spec: Any, say: Any) -> int:
+    from harness.matrix.collect import collect
+
+    doc = collect(spec, [Path(d) for d in args.collect], Path(args.out), force=args.force,
+                  prompt_sets=args.prompts, say=say)  # fmt: skip
+    taken = doc["collect"]
+    print(
+        f"matrix: collected {sum(v != 'kept' for v in taken.values())} cell(s) from {len(args.collect)} "
+        f"director{'y' if len(args.collect) == 1 else 'ies'} ({len(taken)} in {args.out}); "
+        f"{doc['changed_rows']} of {len(doc['rows'])} rows change; {args.out}/matrix.html"
+    )
+    return 0
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     from harness.matrix.render import load_cells
     from harness.matrix.run import run_matrix
     from harness.matrix.spec import load_spec, select_releases
 
+    _check_modes(args)
     if args.releases is not None and not args.releases.replace(",", "").strip():
         # an empty CI variable or a stray comma: never "every release", never "none" (which rewrote the pages)
         raise UsageError(f"--releases: {args.releases!r} names no release; give A..B or A,B,C, or leave it out for all")
@@ -155,12 +251,22 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     releases = select_releases(spec, args.releases)
     if not releases:
         raise UsageError(f"--releases: {args.releases!r} selects no release of {args.spec}")
+    if args.emit:
+        return _emit(args, spec, releases)
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if args.cell_index is not None:
+        return _cell_index(args, spec, releases, say)
     # every cell in DIR is rendered into the pages: a malformed one is a DataError (exit 2) before any cell runs
     load_cells(spec, Path(args.out))
     if args.plan:
         return _print_plan(spec, Path(args.out), releases, args)
-    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    if args.collect:
+        return _collect(args, spec, say)
     kw: dict[str, Any] = {}
+    if args.executor == "ray":
+        from harness.matrix.executors import RayExecutor
+
+        kw["executor"] = RayExecutor(args.ray_address, max_retries=args.ray_retries)
     if args.keep_envs is not None:
         if args.keep_envs < 0:
             raise UsageError(f"--keep-envs must be 0 or more, got {args.keep_envs}")
@@ -190,12 +296,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _print_plan(spec: Any, out: Path, releases: list[str], args: argparse.Namespace) -> int:
-    from harness.matrix.run import plan_cell
+    from harness.matrix.run import preview_cell
     from harness.shown import shown
 
     reuse = 0
     for v in releases:
-        reused, why = plan_cell(spec, v, out, retry_failed=args.retry_failed, prompt_sets=args.prompts)
+        reused, why = preview_cell(spec, v, out, retry_failed=args.retry_failed, prompt_sets=args.prompts)
         reuse += reused
         print(f"  {v}: {'reuse' if reused else 'run'} ({shown(why)})")
     print(f"plan: {len(releases)} cell(s): {len(releases) - reuse} would run, {reuse} would be reused; nothing done")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.errors import DataError, HarnessError, RefusedError
 from harness.matrix.cell import (
+    CellKey,
     attach_golden_diff,
     failed_cell,
     load_cell,
@@ -23,8 +25,13 @@ from harness.matrix.spec import MatrixSpec, base_version, is_drift, render_manif
 from harness.progress import progress
 
 __all__ = [
-    "plan_cell",
+    "preview_cell",
     "ensure_cell",
+    "plan_cell",
+    "run_job_here",
+    "cell_key",
+    "CellJob",
+    "Executor",
     "run_matrix",
     "lock_for",
     "config_sha256",
@@ -35,6 +42,20 @@ __all__ = [
 ]
 
 CellRunner = Callable[..., dict[str, Any]]
+
+
+class Executor(Protocol):
+    """Runs planned cells (somewhere) and writes each one's cell and golden recording into DIR from this process."""
+
+    def run(
+        self,
+        spec: MatrixSpec,
+        jobs: list[CellJob],
+        out: Path,
+        *,
+        prompt_sets: list[str] | None,
+        say: Callable[[str], None],
+    ) -> None: ...
 
 
 def lock_for(spec: MatrixSpec, release: str, out: Path) -> Path:
@@ -181,8 +202,8 @@ def drift_record(spec: MatrixSpec, release: str, out: Path) -> dict[str, Any] | 
     return {"of": base, "packages": lock_differences(old, new)}
 
 
-def plan_cell(spec: MatrixSpec, release: str, out: Path, *, retry_failed: bool = False,
-              prompt_sets: list[str] | None = None) -> tuple[bool, str]:  # fmt: skip
+def preview_cell(spec: MatrixSpec, release: str, out: Path, *, retry_failed: bool = False,
+                 prompt_sets: list[str] | None = None) -> tuple[bool, str]:  # fmt: skip
     """(reused, why) of one cell, as `ensure_cell` would decide it, with nothing locked, installed or launched:
     what a re-run would cost, and why (a stale lock, another suite or config, another harness version)."""
     from harness.envs import lock_sha256
@@ -195,17 +216,37 @@ def plan_cell(spec: MatrixSpec, release: str, out: Path, *, retry_failed: bool =
     return reuse, (f"lock stale ({stale}); {why}" if stale and not reuse else why)
 
 
-def ensure_cell(
+@dataclass(frozen=True)
+class CellJob:
+    """A cell the driver decided to run: its lock is made and its key is final (what an executor runs)."""
+
+    release: str
+    key: CellKey
+    lock: Path
+    lock_seconds: float | None
+    locked_at: str | None = None  # when the driver made the lock (None: it was there)
+
+
+def cell_key(spec: MatrixSpec, release: str, lock: Path, prompt_sets: list[str] | None, *, stale: bool) -> CellKey:
+    """The key a cell of `release` must carry to be reused: the lock's hash (None while there is no usable lock),
+    the model's, the config's and the harness version."""
+    from harness.envs import lock_sha256
+
+    config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
+    return make_key(lock_sha256(lock) if lock.is_file() and not stale else None, _model_sha256(spec), config)
+
+
+def plan_cell(
     spec: MatrixSpec,
     release: str,
     out: Path,
     *,
     retry_failed: bool = False,
     prompt_sets: list[str] | None = None,
-    runner: CellRunner = run_cell,
     say: Callable[[str], None] = print,
-) -> tuple[dict[str, Any], str]:
-    """(cell, action) where action is "reused" or "ran"; writes DIR/cells/<release>.json when it ran."""
+) -> tuple[dict[str, Any] | None, str, CellJob | None]:
+    """The driver's half of a cell: (cell, "reused", None) when DIR's cell is reused; (cell, "ran", None) when the
+    lock failed (that cell is written); else (None, "run", job) with the lock made."""
     from harness.envs import lock_sha256
     from harness.matrix.lock import check_lock_file, lock_release
 
@@ -219,9 +260,7 @@ def ensure_cell(
         say(f"[{release}] lock {lock.name} is stale ({stale}); locking again")
     elif lock.is_file():  # never quoted when it holds anything else: it may be any file
         check_lock_file(lock, DataError)
-    model = _model_sha256(spec)
-    config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
-    key = make_key(lock_sha256(lock) if lock.is_file() and not stale else None, model, config)
+    key = cell_key(spec, release, lock, prompt_sets, stale=bool(stale))
     cell = load_cell(out, release)
     reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
     if reuse and cell is not None:
@@ -231,7 +270,7 @@ def ensure_cell(
         if changed:
             write_cell(out, cell)
         say(f"[{release}] reused ({why})")
-        return cell, "reused"
+        return cell, "reused", None
     say(f"[{release}] running: {why}")
     lock_s = None
     locked_at = None
@@ -255,32 +294,68 @@ def ensure_cell(
             kept = f" (the stale lock {lock.name} is left as it was)" if stale else ""
             cell = failed_cell(release, key, "lock", exc.one_line() + kept, str(exc))
             write_cell(out, cell)
-            return cell, "ran"
+            return cell, "ran", None
         lock_s = round(time.perf_counter() - t, 1)
         locked_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        key = make_key(lock_sha256(lock), model, config)
+        key = make_key(lock_sha256(lock), key["model_sha256"], key.get("config_sha256"))
+    return None, "run", CellJob(release, key, lock, lock_s, locked_at)
+
+
+def run_job_here(
+    spec: MatrixSpec,
+    job: CellJob,
+    out: Path,
+    *,
+    prompt_sets: list[str] | None = None,
+    runner: CellRunner = run_cell,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run a planned cell in this process with DIR as its working place (the local executor); returns the cell."""
     try:
-        manifest = render_manifest(spec, release, lock, str(key["lock_sha256"]), out / "manifests")
+        manifest = render_manifest(spec, job.release, job.lock, str(job.key["lock_sha256"]), Path(out) / "manifests")
     except HarnessError as exc:
-        cell = failed_cell(release, key, "manifest", exc.one_line(), str(exc))
-        write_cell(out, cell)
-        return cell, "ran"
+        return failed_cell(job.release, job.key, "manifest", exc.one_line(), str(exc))
     cell = runner(
-        release,
+        job.release,
         manifest,
-        key,
+        job.key,
         out,
         expectations=spec.expectations,
         baseline=spec.baseline,
         prompt_sets=prompt_sets,
-        lock_seconds=lock_s,
+        lock_seconds=job.lock_seconds,
         perf=spec.perf,
         say=say,
     )
-    cell["lock"] = lock_record(spec, release, lock, locked_at)
-    drift = drift_record(spec, release, out)
+    cell.setdefault("ran_on", {"executor": "local"})
+    return cell
+
+
+def record_lock(spec: MatrixSpec, job: CellJob, out: Path, cell: dict[str, Any]) -> dict[str, Any]:
+    """What the driver adds to a cell that ran, wherever it ran: its lock's record and, a drift cell, the drift."""
+    cell["lock"] = lock_record(spec, job.release, job.lock, job.locked_at)
+    drift = drift_record(spec, job.release, out)
     if drift is not None:
         cell["drift"] = drift
+    return cell
+
+
+def ensure_cell(
+    spec: MatrixSpec,
+    release: str,
+    out: Path,
+    *,
+    retry_failed: bool = False,
+    prompt_sets: list[str] | None = None,
+    runner: CellRunner = run_cell,
+    say: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], str]:
+    """(cell, action) where action is "reused" or "ran"; writes DIR/cells/<release>.json when it ran."""
+    cell, action, job = plan_cell(spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, say=say)
+    if job is None:
+        assert cell is not None
+        return cell, action
+    cell = record_lock(spec, job, out, run_job_here(spec, job, out, prompt_sets=prompt_sets, runner=runner, say=say))
     write_cell(out, cell)
     return cell, "ran"
 
@@ -343,6 +418,7 @@ def run_matrix(
     retry_failed: bool = False,
     prompt_sets: list[str] | None = None,
     runner: CellRunner = run_cell,
+    executor: Executor | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Every selected cell (the baseline first when selected, so the others diff against its recording), then the
@@ -360,9 +436,20 @@ def run_matrix(
     t0 = time.perf_counter()
     # engines this process had running before the matrix (a test session's, a caller's) are not the cells' leftovers
     running_before = set(_leftovers())
-    for n, release in enumerate(order, start=1):
+    if executor is not None:  # the driver plans every cell, the executor runs them elsewhere, the driver writes them
+        jobs: list[CellJob] = []
+        for release in order:
+            _cell, action, job = plan_cell(
+                spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, say=say
+            )
+            actions[release] = "ran" if job is not None else action
+            jobs += [job] if job is not None else []
+        if jobs:
+            executor.run(spec, jobs, out, prompt_sets=prompt_sets, say=say)
+    here = order if executor is None else []
+    for n, release in enumerate(here, start=1):
         # a cell takes minutes (lock, install, launch, collect): its stage and elapsed time are shown meanwhile
-        with progress(f"[{release}] cell {n} of {len(order)}", say=say) as stage:
+        with progress(f"[{release}] cell {n} of {len(here)}", say=say) as stage:
             _cell, actions[release] = ensure_cell(
                 spec, release, out, retry_failed=retry_failed, prompt_sets=prompt_sets, runner=runner, say=stage.say
             )

@@ -33,8 +33,8 @@ from harness.outputs import atomic_write_text
 from harness.readers import read_yaml
 from harness.yamlfile import read_yaml_mapping, validate_as
 
-__all__ = ["Release", "Drift", "MatrixSpec", "load_spec", "select_releases", "render_manifest", "version_key",
-           "PLACEHOLDERS", "DRIFT", "base_version", "is_drift"]  # fmt: skip
+__all__ = ["Release", "Resources", "Drift", "MatrixSpec", "load_spec", "select_releases", "render_manifest",
+           "version_key", "PLACEHOLDERS", "DRIFT", "base_version", "is_drift"]  # fmt: skip
 
 VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,4}){0,2}(?:\.post\d{1,4})?")
 PLACEHOLDERS = ("version", "lock", "lock_sha256", "python", "platform_plugin", "startup_timeout_s")
@@ -93,8 +93,32 @@ def _requirements(v: list[str] | None) -> list[str] | None:
     return v
 
 
+_RESOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}")
+
+
+class Resources(_Strict):
+    """What one cell asks of the machine that runs it: a Ray task's num_cpus/num_gpus/resources, a Kubernetes pod's
+    requests. `custom` names resources a cluster defines (an accelerator type: Ray `accelerator_type:A100`, or a
+    Kubernetes extended resource `vendor.com/name`). Where a cell runs is not part of its key."""
+
+    CPU: float = Field(default=1, ge=0, le=1024)
+    GPU: float = Field(default=0, ge=0, le=64)
+    custom: dict[str, float] = Field(default_factory=dict, max_length=20)
+
+    @field_validator("custom")
+    @classmethod
+    def _names(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, amount in v.items():
+            if not _RESOURCE.fullmatch(name) or name in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise ValueError(f"not a custom resource name: {name[:60]!r}")
+            if not 0 < amount <= 1e6:
+                raise ValueError(f"{name}: an amount above 0 and at most 1000000, got {amount}")
+        return v
+
+
 class Defaults(_Strict):
     platform_plugin: bool = False
+    resources: Resources = Field(default_factory=Resources)
     startup_timeout_s: float = Field(default=600.0, gt=0, le=7200)
     no_emit: list[str] = Field(default_factory=list, max_length=50)
     overrides: list[str] = Field(default_factory=list, max_length=50)
@@ -124,6 +148,7 @@ class Release(_Strict):
     # server.env; a value may name {env_dir}, the release's Python environment (e.g. a library it must LD_PRELOAD)
     extra: list[str] | None = Field(default=None, max_length=50)
     env: dict[str, str] | None = Field(default=None, max_length=20)
+    resources: Resources | None = None
     note: str | None = Field(default=None, max_length=500)
 
     _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))

@@ -61,3 +61,20 @@ def write_cells(out: Path, cells: list[dict[str, Any]]) -> None:
     (out / "cells").mkdir(parents=True, exist_ok=True)
     for c in cells:
         (out / "cells" / f"{c['release']}.json").write_text(json.dumps(c))
+
+
+def assert_cell_equals_committed(out: Path, v: str) -> None:
+    """A cell made here agrees with the committed one of matrix/results (a local run over every release): the same
+    key, metric surface, wire keys, flags and case ids, and a golden recording with no regression against it."""
+    from harness.matrix.cell import golden_diff_summary
+
+    results = REPO / "matrix" / "results"
+    fresh = json.loads((out / "cells" / f"{v}.json").read_text())
+    committed = json.loads((results / "cells" / f"{v}.json").read_text())
+    assert fresh["status"] == "ran" and fresh["key"] == committed["key"], v
+    for part in ("metrics", "wire_keys", "flags"):
+        assert fresh["observables"][part] == committed["observables"][part], (v, part)
+    cases = fresh["observables"]["conformance"]["cases"]
+    assert set(cases) == set(committed["observables"]["conformance"]["cases"]), v
+    d = golden_diff_summary(results / "golden" / v, out / "golden" / v, v)
+    assert "refused" not in d and not d["counts"].get("regression"), (v, d)

@@ -27,16 +27,12 @@ fixed it" (information, not blocking).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from harness.errors import DataError
-
-if TYPE_CHECKING:  # types only: the context and the stream view are built on this vocabulary's users
-    from harness.conformance.context import Ctx
-    from harness.conformance.view import StreamView
 
 __all__ = [
     "Level",
@@ -45,7 +41,7 @@ __all__ = [
     "Evidence",
     "Deviations",
     "status_problem",
-    "Case",
+    "CaseHead",
     "CaseResult",
     "SuiteDocument",
     "REPORT_FORMAT",
@@ -191,15 +187,16 @@ def status_problem(trace: Any) -> Check | None:
     return None
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str  # stable hierarchical id, e.g. chat.stream.role-first
-    requirement: str  # one line: what a conformant server does
-    level: Level
-    run: Callable[[Ctx], Awaitable[Check]]  # live: run(ctx) -> Check
-    shape: Callable[[StreamView], Check] | None = None  # pure check over a recorded stream (check-stream uses it)
-    kind: str = "chat"  # chat | completions | other: which recorded streams the shape check applies to
-    timeout_s: float = 60.0
+class CaseHead(Protocol):
+    """What judging a case needs to know of it (`expectations.resolve`): its id, level and requirement. The case itself
+    (`harness.conformance.case.Case`, which also holds the code that runs against a server) stands above this module."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def level(self) -> Level: ...
+    @property
+    def requirement(self) -> str: ...
 
 
 @dataclass

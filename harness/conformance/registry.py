@@ -7,7 +7,8 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-from harness.conformance.model import Case, Check, Level
+from harness.conformance.case import Case
+from harness.conformance.model import Check, Level
 
 __all__ = ["CASES", "FAULTS", "case", "shape_cases", "select", "select_faults"]
 

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.conformance.case import Case
 from harness.conformance.context import Ctx
 from harness.conformance.evidence import current_case, end_case, end_liveness, liveness_scope
 from harness.conformance.expectations import Expectations, resolve
-from harness.conformance.model import FAILING, Case, CaseResult, Check, Verdict, errored, skipped
+from harness.conformance.model import FAILING, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import FAULTS, select
 from harness.conformance.report import scrub_report
 from harness.conformance.suite import all_cases, fault_cases

@@ -20,7 +20,7 @@ from harness.conformance.cases import (
 )
 
 # isort: on
-from harness.conformance.model import Case
+from harness.conformance.case import Case
 from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]

@@ -17,6 +17,7 @@ import yaml
 
 from harness.client import Trace, TraceEvent
 from harness.client.sse import parse_sse_bytes
+from harness.conformance.case import Case
 from harness.conformance.cases.auth import judge_open, judge_refusal
 from harness.conformance.cases.errors import judge_error, judge_in_stream
 from harness.conformance.cases.fields import judge_best_of
@@ -33,7 +34,7 @@ from harness.conformance.cases.requests import (
 )
 from harness.conformance.cases.stream import judge_continuous_usage, judge_n2
 from harness.conformance.expectations import load_expectations, resolve
-from harness.conformance.model import Case, Check
+from harness.conformance.model import Check
 from harness.conformance.suite import all_cases
 from harness.conformance.view import StreamView, from_chunks, from_trace
 from harness.settings import EXPECTATIONS_DIR

@@ -11,11 +11,17 @@ from harness.conformance.context import Ctx
 from harness.conformance.model import Check, Level
 from harness.conformance.view import StreamView
 
-__all__ = ["Case", "SCRIPTED_MODEL"]
+__all__ = ["Case", "SCRIPTED_MODEL", "provided_by"]
 
 # `needs` of a case that only a scripted model can answer (its greedy output is a known tool call when tools are
 # offered); such a case is selected only when the manifest's model says it is one (`Ctx.provides`)
 SCRIPTED_MODEL = "scripted-model"
+
+
+def provided_by(manifest: object) -> frozenset[str]:
+    """What a manifest's server provides for `Case.needs`: a scripted model when its `model.scripted` says so."""
+    model = getattr(manifest, "model", None)
+    return frozenset({SCRIPTED_MODEL}) if getattr(model, "scripted", False) is True else frozenset()
 
 
 @dataclass(frozen=True)

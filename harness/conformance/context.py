@@ -60,6 +60,8 @@ class Ctx:
     evidence: EvidenceRecorder | None = None  # when set, every exchange of every client built here is saved
     engine_url: str = ""  # the engine behind a gateway at base_url ("" when base_url is the engine itself)
     engine_api_key: str | None = None  # the key the engine behind the gateway wants (its own, not the gateway's)
+    # what the server provides beyond an engine (`Case.needs`): "scripted-model" when the manifest's model is one
+    provides: frozenset[str] = frozenset()
     _client: httpx.AsyncClient | None = None
     _engine_client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)

@@ -140,7 +140,9 @@ async def run_suite(
     report.engine.setdefault("url", redact_url(ctx.base_url))
     if ctx.behind_gateway:  # the report says both: the wire was judged at url, the engine's state at engine_url
         report.engine.setdefault("engine_url", redact_url(ctx.engine_url))
-    cases = select(all_cases(), patterns) + fault_cases(patterns)  # a fault case (opt-in) breaks the engine: last
+    cases = select(all_cases(), patterns, ctx.provides) + fault_cases(
+        patterns
+    )  # a fault case (opt-in) breaks the engine: last
     if ids is not None:
         wanted = set(ids)
         cases = [c for c in cases if c.id in wanted]

@@ -17,6 +17,9 @@ from harness.conformance.cases import (
     metrics,
     cancel,
     auth,
+    responses,
+    messages,
+    cross,
 )
 
 # isort: on
@@ -25,7 +28,22 @@ from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, errors, metrics, cancel, auth)
+FAMILIES = (
+    endpoints,
+    http,
+    stream,
+    integrity,
+    requests,
+    structured,
+    fields,
+    errors,
+    metrics,
+    cancel,
+    auth,
+    responses,
+    messages,
+    cross,
+)
 
 
 def all_cases() -> list[Case]:

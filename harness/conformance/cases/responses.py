@@ -484,6 +484,17 @@ async def error_shape(ctx) -> Check:
     return refused if refused is not None else failed(f"status-{t.status}", "a 4xx", t.status)
 
 
+@case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work", timeout_s=60)
+async def cancel_disconnect(ctx) -> Check:
+    from harness.conformance.cases.cancel import LONG_TOKENS, run_cancellation
+
+    t = await ctx.probe("responses.create")
+    if (absent := absent_problem(t, f"POST {RESPONSES}")) is not None:
+        return absent
+    # cut after the preamble (created, in_progress, item and part added) and a few deltas
+    return await run_cancellation(ctx, [8], RESPONSES, request(ctx, max_output_tokens=LONG_TOKENS, stream=True))
+
+
 # -- the OpenAI SDK ------------------------------------------------------------------------------------------------
 
 

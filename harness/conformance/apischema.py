@@ -47,30 +47,66 @@ def schema_source(surface: str) -> str:
 
 
 @cache
-def _validator(surface: str, which: str) -> Any:
+def _validator(surface: str, which: str, event_type: str = "") -> Any:
+    """The validator of one named schema; for a union of events, of the branch whose `type` is `event_type` (a
+    discriminated union: judging an event by the branch that fits best would name another event's fields)."""
     from jsonschema import validators
     from referencing import Registry
 
     schema = _document(surface)["schemas"][which]
+    if event_type:
+        schema = {"$defs": schema.get("$defs", {}), "$ref": _branches(surface, which)[event_type]}
     cls = validators.validator_for(schema)
     return cls(schema, registry=Registry())  # an empty registry: nothing outside the schema is ever fetched
+
+
+@cache
+def _branches(surface: str, which: str) -> dict[str, str]:
+    """type -> $ref of each branch of a union schema whose branches fix `type` to one value."""
+    schema = _document(surface)["schemas"][which]
+    defs = schema.get("$defs", {})
+    out: dict[str, str] = {}
+    for branch in schema.get("anyOf") or schema.get("oneOf") or []:
+        ref = branch.get("$ref", "") if isinstance(branch, dict) else ""
+        spec = defs.get(ref.rsplit("/", 1)[-1], {}) if ref.startswith("#/$defs/") else {}
+        t = (spec.get("properties") or {}).get("type") or {}
+        value = t.get("const", (t.get("enum") or [None])[0] if len(t.get("enum") or []) == 1 else None)
+        if isinstance(value, str):
+            out[value] = ref
+    return out
 
 
 def _path(parts: Any) -> str:
     return ".".join("[]" if isinstance(p, int) else str(p) for p in parts) or "(root)"
 
 
+def _tag(err: Any) -> str:
+    parts = list(err.absolute_path)
+    if err.validator == "required" and "'" in err.message:  # name the missing property: one tag per field
+        parts.append(err.message.split("'")[1])
+    return f"schema:{_path(parts)}:{err.validator}"
+
+
 def schema_errors(surface: str, which: str, doc: Any) -> list[tuple[str, str]]:
-    """(tag, message) for each way `doc` breaks the schema ([] when it validates). For a union (`oneOf`/`anyOf`) the
-    error of the branch that fits best stands for it (jsonschema's best_match)."""
+    """(tag, message) for each way `doc` breaks the schema ([] when it validates). A union of events is judged by the
+    branch of the event's own `type` (`schema:type:unknown-event` when none has it); another union (`oneOf`/`anyOf`)
+    by the error of the branch that fits best (jsonschema's best_match)."""
     from jsonschema import exceptions
 
+    event_type = ""
+    branches = _branches(surface, which)
+    if branches:
+        t = doc.get("type") if isinstance(doc, dict) else None
+        event_type = t if isinstance(t, str) else ""
+        if event_type not in branches:
+            return [("schema:type:unknown-event", f"no event of type {event_type!r} in the schema")]
     out: dict[str, str] = {}
-    for err in _validator(surface, which).iter_errors(doc):
+    for err in _validator(surface, which, event_type).iter_errors(doc):
         if err.validator in ("oneOf", "anyOf") and err.context:
-            err = exceptions.best_match(err.context)
-        tag = f"schema:{_path(err.absolute_path)}:{err.validator}"
-        out.setdefault(tag, err.message[:200])
+            # an optional field is a union with null: a value that is not null is judged by the other branch
+            context = [c for c in err.context if not (c.validator == "type" and c.validator_value == "null")]
+            err = exceptions.best_match(context or err.context)
+        out.setdefault(_tag(err), err.message[:200])
         if len(out) >= MAX_TAGS:
             break
     return sorted(out.items())

@@ -75,10 +75,16 @@ def message_text(msg: Any) -> str | None:
 
 
 def _usage(msg: Any) -> tuple[int | None, int | None]:
+    """(the prompt's tokens, output tokens). Anthropic's input_tokens leaves out the tokens read from or written to
+    a prompt cache (cache_read_input_tokens, cache_creation_input_tokens): the prompt is their sum."""
     u = msg.get("usage") if isinstance(msg, dict) else None
     if not isinstance(u, dict):
         return None, None
     ints = [u.get(k) if type(u.get(k)) is int else None for k in ("input_tokens", "output_tokens")]
+    if ints[0] is not None:
+        ints[0] += sum(
+            u[k] for k in ("cache_read_input_tokens", "cache_creation_input_tokens") if type(u.get(k)) is int
+        )
     return ints[0], ints[1]
 
 
@@ -260,7 +266,7 @@ def judge_event_names(s: TypedStream) -> Check:
         if e.type in ("ping", "error"):
             continue  # not part of the SDK's stream-event union (it handles them itself)
         for tag, message in schema_errors("messages", "stream_event", e.obj):
-            dev.add(f"{e.type or 'event'}:{tag}", f"valid per {schema_source('messages')}", message, e.n)
+            dev.add(tag, f"{e.type or 'event'} valid per {schema_source('messages')}", message, e.n)
     return dev.check()
 
 

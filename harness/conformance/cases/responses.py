@@ -152,7 +152,7 @@ def judge_order(s: TypedStream) -> Check:
         dev.add("no-created-first", "response.created first", names[:1], 0)
     if "response.in_progress" in names and names.index("response.in_progress") != 1:
         dev.add("in-progress-not-second", "response.in_progress second", names.index("response.in_progress"))
-    open_item: int | None = None
+    open_item: tuple[Any] | None = None  # (output_index,) of the item added and not yet done
     open_part: tuple[Any, Any] | None = None
     text_done: set[tuple[Any, Any]] = set()
     for e in evs[1:]:
@@ -166,10 +166,10 @@ def judge_order(s: TypedStream) -> Check:
             continue
         if t == "response.output_item.added":
             if open_item is not None:
-                dev.add("item-not-done", f"response.output_item.done for item {open_item} first", t, e.n)
-            open_item = oi
+                dev.add("item-not-done", f"response.output_item.done for item {open_item[0]} first", t, e.n)
+            open_item = (oi,)
         elif t == "response.output_item.done":
-            if open_item is None or oi != open_item:
+            if open_item is None or oi != open_item[0]:
                 dev.add("event-out-of-order", "response.output_item.done of the open item", {"type": t, "output_index": oi}, e.n)  # fmt: skip
             elif open_part is not None:
                 dev.add("event-out-of-order", "response.content_part.done before the item's done", t, e.n)
@@ -210,18 +210,23 @@ def judge_sequence(s: TypedStream) -> Check:
 def judge_ids(s: TypedStream) -> Check:
     """item_id and output_index of every part/text event name the item added at that output_index."""
     dev = Deviations()
-    items: dict[int, Any] = {}
+    items: dict[Any, Any] = {}  # output_index -> the item's id
     for e in s.events:
         o = e.obj if isinstance(e.obj, dict) else {}
         oi = o.get("output_index")
+        if e.type.startswith(("response.output_item.", "response.content_part.", "response.output_text.")) and (
+            type(oi) is not int
+        ):
+            dev.add("no-output-index", "an integer output_index", oi, e.n)
+            # go by position: a new item is the next one, any other event belongs to the last one added
+            oi = len(items) if e.type == "response.output_item.added" else max(items, default=0)
         if e.type == "response.output_item.added":
             item = _obj(o.get("item"))
-            if type(oi) is not int or oi in items:
-                dev.add("output-index-reused", "a new integer output_index per item", oi, e.n)
-            if type(oi) is int and type(oi) is not bool:
-                if oi != len(items):
-                    dev.add("output-index-gap", len(items), oi, e.n)
-                items[oi] = item.get("id")
+            if oi in items:
+                dev.add("output-index-reused", "a new output_index per item", oi, e.n)
+            elif oi != len(items):
+                dev.add("output-index-gap", len(items), oi, e.n)
+            items[oi] = item.get("id")
         elif e.type == "response.output_item.done":
             item = _obj(o.get("item"))
             if oi not in items:
@@ -302,7 +307,7 @@ def judge_event_names(s: TypedStream) -> Check:
         if e.name != e.type:
             dev.add("event-name-mismatch", e.type, e.name, e.n)
         for tag, message in schema_errors("responses", "stream_event", e.obj):
-            dev.add(f"{e.type or 'event'}:{tag}", f"valid per {schema_source('responses')}", message, e.n)
+            dev.add(tag, f"{e.type or 'event'} valid per {schema_source('responses')}", message, e.n)
     return dev.check()
 
 

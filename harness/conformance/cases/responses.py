@@ -143,8 +143,9 @@ def _obj(v: Any) -> dict[str, Any]:
 
 
 def judge_order(s: TypedStream) -> Check:
-    """The grammar: created, in_progress, then items (each added .. done, a message's parts inside it), then the
-    terminal event. Events this grammar does not name (reasoning, tool calls) are allowed inside an item."""
+    """The grammar of event kinds: created, in_progress, then items (each added .. done, a message's parts inside it,
+    each part's text deltas then its text done), then the terminal event. Events this grammar does not name
+    (reasoning, tool calls) are allowed inside an item. Which item or part an event names is `judge_ids`'s."""
     dev = Deviations()
     evs = [e for e in s.events if e.type != "error"]
     names = [e.type for e in evs]
@@ -152,43 +153,36 @@ def judge_order(s: TypedStream) -> Check:
         dev.add("no-created-first", "response.created first", names[:1], 0)
     if "response.in_progress" in names and names.index("response.in_progress") != 1:
         dev.add("in-progress-not-second", "response.in_progress second", names.index("response.in_progress"))
-    open_item: tuple[Any] | None = None  # (output_index,) of the item added and not yet done
-    open_part: tuple[Any, Any] | None = None
-    text_done: set[tuple[Any, Any]] = set()
+    in_item = in_part = text_done = False
     for e in evs[1:]:
-        t, o = e.type, e.obj if isinstance(e.obj, dict) else {}
-        oi, ci = o.get("output_index"), o.get("content_index")
+        t = e.type
         if t in TERMINAL:
-            if open_item is not None or open_part is not None:
+            if in_item or in_part:
                 dev.add("terminal-inside-item", "every item done before the terminal event", t, e.n)
             break
         if t == "response.in_progress":
             continue
         if t == "response.output_item.added":
-            if open_item is not None:
-                dev.add("item-not-done", f"response.output_item.done for item {open_item[0]} first", t, e.n)
-            open_item = (oi,)
+            if in_item:
+                dev.add("item-not-done", "response.output_item.done of the open item first", t, e.n)
+            in_item = True
         elif t == "response.output_item.done":
-            if open_item is None or oi != open_item[0]:
-                dev.add("event-out-of-order", "response.output_item.done of the open item", {"type": t, "output_index": oi}, e.n)  # fmt: skip
-            elif open_part is not None:
-                dev.add("event-out-of-order", "response.content_part.done before the item's done", t, e.n)
-            open_item = None
+            if not in_item or in_part:
+                dev.add("event-out-of-order", "response.output_item.done after its parts, of an open item", t, e.n)
+            in_item = False
         elif t == "response.content_part.added":
-            if open_item is None or open_part is not None:
+            if not in_item or in_part:
                 dev.add("event-out-of-order", "response.content_part.added inside an item, outside a part", t, e.n)
-            open_part = (oi, ci)
+            in_part, text_done = True, False
         elif t in ("response.output_text.delta", "response.output_text.done"):
-            if open_part is None or (oi, ci) != open_part or (oi, ci) in text_done:
-                dev.add("event-out-of-order", f"{t} inside its open content part", {"type": t, "output_index": oi,
-                        "content_index": ci}, e.n)  # fmt: skip
-            if t.endswith(".done"):
-                text_done.add((oi, ci))
+            if not in_part or text_done:
+                dev.add("event-out-of-order", f"{t} inside an open content part, before its text is done", t, e.n)
+            text_done = text_done or t.endswith(".done")
         elif t == "response.content_part.done":
-            if open_part is None or (oi, ci) != open_part:
-                dev.add("event-out-of-order", "response.content_part.done of the open part", t, e.n)
-            open_part = None
-        elif t.startswith("response.") and open_item is None:
+            if not in_part:
+                dev.add("event-out-of-order", "response.content_part.done of an open part", t, e.n)
+            in_part = False
+        elif t.startswith("response.") and not in_item:
             dev.add("event-out-of-order", "an item's event inside an item", t, e.n)
     return dev.check()
 
@@ -211,6 +205,7 @@ def judge_ids(s: TypedStream) -> Check:
     """item_id and output_index of every part/text event name the item added at that output_index."""
     dev = Deviations()
     items: dict[Any, Any] = {}  # output_index -> the item's id
+    part: Any = None  # content_index of the open content part
     for e in s.events:
         o = e.obj if isinstance(e.obj, dict) else {}
         oi = o.get("output_index")
@@ -238,6 +233,12 @@ def judge_ids(s: TypedStream) -> Check:
                 dev.add("output-index-unknown", f"one of {sorted(items)}", oi, e.n)
             elif o.get("item_id") != items[oi]:
                 dev.add("item-id-mismatch", items[oi], o.get("item_id"), e.n)
+            ci = o.get("content_index")
+            if e.type == "response.content_part.added":
+                part = ci
+            elif e.type.startswith(("response.output_text.", "response.content_part.")) and ci != part:
+                # every event of a part names the part's content_index (not a counter of its deltas)
+                dev.add("content-index-mismatch", part, ci, e.n)
     return dev.check()
 
 
@@ -258,9 +259,12 @@ def judge_deltas(s: TypedStream) -> Check:
     response's text."""
     dev = Deviations()
     acc: dict[tuple[Any, Any], str] = {}
+    part: Any = None  # a part's text events belong to it whatever content_index they name (that is judge_ids's)
     for e in s.events:
         o = e.obj if isinstance(e.obj, dict) else {}
-        key = (o.get("item_id"), o.get("content_index"))
+        if e.type == "response.content_part.added":
+            part = o.get("content_index")
+        key = (o.get("item_id"), part)
         if e.type == "response.output_text.delta":
             if not isinstance(o.get("delta"), str):
                 dev.add("delta-not-text", "a string delta", o.get("delta"), e.n)

@@ -240,6 +240,10 @@ def judge_final_delta(s: TypedStream) -> Check:
 
 def judge_ends(s: TypedStream) -> Check:
     dev = Deviations()
+    # how the stream ended first: a stream the harness had to cut is the primary finding, not what it lacked
+    ended = end_problem(s)
+    if ended is not None:
+        dev.add(ended[0], "the server closes the stream after message_stop", s.ended, note=ended[1])
     at = next((i for i, e in enumerate(s.events) if e.type == "message_stop"), None)
     if at is None:
         dev.add("no-message-stop", "message_stop", s.events[-1].type if s.events else None)
@@ -249,9 +253,6 @@ def judge_ends(s: TypedStream) -> Check:
             dev.add("event-after-message-stop", "nothing after message_stop", after[0].type, after[0].n)
     if s.done_markers:
         dev.add("done-sentinel", "no [DONE] (the stream ends with message_stop)", "[DONE]", s.done_markers[0])
-    ended = end_problem(s)
-    if ended is not None:
-        dev.add(ended[0], "the server closes the stream after message_stop", s.ended, note=ended[1])
     return dev.check()
 
 
@@ -273,8 +274,13 @@ def judge_event_names(s: TypedStream) -> Check:
 def _stream_case(name: str, requirement: str, judge: Any) -> None:
     @case(f"messages.stream.{name}", requirement)
     async def run(ctx) -> Check:
-        s, problem = _stream_answer(await ctx.probe("messages.stream"))
-        return problem or judge(s)
+        trace = await ctx.probe("messages.stream")
+        s, problem = _stream_answer(trace)
+        chk = problem or judge(s)
+        if trace.ended in ("timeout", "limit"):  # say which bound cut the stream this verdict judges
+            chk.note = "; ".join(x for x in (chk.note, f"judged on the part of the stream read before the "
+                                             f"harness's bound: {trace.error}") if x)  # fmt: skip
+        return chk
 
 
 _stream_case("order", "the stream's events come in the Messages grammar (message_start, blocks, message_delta, "

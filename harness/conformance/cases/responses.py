@@ -285,6 +285,10 @@ def judge_deltas(s: TypedStream) -> Check:
 def judge_ends(s: TypedStream) -> Check:
     """One terminal event, nothing after it, and the server closing the stream (no bound of the harness hit)."""
     dev = Deviations()
+    # how the stream ended first: a stream the harness had to cut is the primary finding, not what it lacked
+    ended = end_problem(s)
+    if ended is not None:
+        dev.add(ended[0], "the server closes the stream after its last event", s.ended, note=ended[1])
     at = next((i for i, e in enumerate(s.events) if e.type in TERMINAL), None)
     if at is None:
         dev.add("no-terminal-event", f"one of {', '.join(TERMINAL)}", s.events[-1].type if s.events else None)
@@ -295,9 +299,6 @@ def judge_ends(s: TypedStream) -> Check:
     if s.done_markers:
         dev.add("done-sentinel", "no [DONE] (the Responses stream ends with its terminal event)", "[DONE]",
                 s.done_markers[0])  # fmt: skip
-    ended = end_problem(s)
-    if ended is not None:
-        dev.add(ended[0], "the server closes the stream after its last event", s.ended, note=ended[1])
     return dev.check()
 
 
@@ -318,8 +319,13 @@ def judge_event_names(s: TypedStream) -> Check:
 def _stream_case(name: str, requirement: str, judge: Any) -> None:
     @case(f"responses.stream.{name}", requirement)
     async def run(ctx) -> Check:
-        s, problem = _stream_answer(await ctx.probe("responses.stream"))
-        return problem or judge(s)
+        trace = await ctx.probe("responses.stream")
+        s, problem = _stream_answer(trace)
+        chk = problem or judge(s)
+        if trace.ended in ("timeout", "limit"):  # say which bound cut the stream this verdict judges
+            chk.note = "; ".join(x for x in (chk.note, f"judged on the part of the stream read before the "
+                                             f"harness's bound: {trace.error}") if x)  # fmt: skip
+        return chk
 
 
 _stream_case("order", "the stream's events come in the Responses grammar (created, in_progress, items, terminal)",
@@ -442,6 +448,8 @@ async def store(ctx) -> Check:
       "previous_response_id continues the stored conversation (more input tokens), or is refused clearly")  # fmt: skip
 async def previous(ctx) -> Check:
     t = await ctx.probe("responses.stored")
+    if absent_problem(t) is None and _refused(t) is not None:  # no store: a response the server never kept
+        t = await ctx.probe("responses.create")
     first, problem = _answer(t)
     if problem:
         return problem

@@ -198,8 +198,11 @@ class ModelSpec(_Strict):
     source: str = Field(description="'reference-tiny' (built by the harness) or a local directory path")
     sha256: str = Field(description="content hash of the model directory (see harness.hashing.tree_hash)")
     served_name: str
-    scripted: bool = Field(default=False, description="the model's greedy output is scripted (a known tool call when "
-                           "tools are offered): the conformance cases that need one (`Case.needs`) run")
+    scripted: bool = Field(
+        default=False,
+        description="the model's greedy output is scripted (a known tool call when "
+        "tools are offered): the conformance cases that need one (`Case.needs`) run",
+    )
 
     @field_validator("sha256")
     @classmethod

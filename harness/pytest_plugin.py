@@ -142,8 +142,11 @@ def _report(config) -> dict:
         m = load_manifest(s["harness_manifest"])
         exp = load_expectations(s["harness_expect"] or default_expectation(m.engine.kind, m.engine.version))
         with launch(m) as eng:
-            rep = run_suite_sync(new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
-                                         provides=provided_by(m)))
+            rep = run_suite_sync(
+                new_ctx(
+                    eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng, provides=provided_by(m)
+                )
+            )
     doc = rep.to_dict()
     doc["by_id"] = {r["id"]: r for r in doc["cases"]}
     config.stash[REPORT_KEY] = doc

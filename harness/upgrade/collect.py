@@ -41,8 +41,14 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
     try:
         exp = load_expectations(expectations)  # chosen (or refused) by run_upgrade before any launch: never a fallback
         m = engine.spec.manifest
-        ctx = new_ctx(engine.base_url, exp, api_key=engine.spec.api_key(), model=m.model.served_name, engine=engine,
-                      provides=provided_by(m))
+        ctx = new_ctx(
+            engine.base_url,
+            exp,
+            api_key=engine.spec.api_key(),
+            model=m.model.served_name,
+            engine=engine,
+            provides=provided_by(m),
+        )
         report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
         cases = {}
         for r in report.results:

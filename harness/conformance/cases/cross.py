@@ -56,6 +56,12 @@ async def same_text(ctx) -> Check:
         others["messages"] = (messages.message_text(doc), u.get("input_tokens") if isinstance(u, dict) else None)
     if not others:
         return Check(Verdict.ABSENT, "no-other-endpoint", note="neither /v1/responses nor /v1/messages is served")
+    return judge_same_text(want, want_tokens, others, left_out)
+
+
+def judge_same_text(want: str, want_tokens: int | None, others: dict[str, tuple[str | None, int | None]],
+                    left_out: tuple[str, ...] | list[str] = ()) -> Check:  # fmt: skip
+    """chat's text and prompt tokens against each other endpoint's (text, input tokens)."""
     dev = Deviations()
     seen = {"chat": {"text": want, "input_tokens": want_tokens}}
     for name, (text, tokens) in others.items():

@@ -331,7 +331,12 @@ async def stop_sequences(ctx) -> Check:
     stop = next((ch for ch in text[2:] if ch.strip() and ch not in text[:2]), None)
     if stop is None:
         return skipped(f"the greedy output {text!r} has no character to stop on")
-    doc, problem = _answer(await post(ctx, request(ctx, stop_sequences=[stop]), sse=False))
+    return judge_stop_sequence(await post(ctx, request(ctx, stop_sequences=[stop]), sse=False), stop)
+
+
+def judge_stop_sequence(trace: Trace, stop: str) -> Check:
+    """The answer to stop_sequences [stop], a character the greedy output reaches."""
+    doc, problem = _answer(trace)
     if problem:
         return problem
     dev = Deviations()
@@ -393,7 +398,11 @@ def envelope_problems(doc: Any) -> list[str]:
 
 @case("messages.errors.envelope", "an unknown model gives a 4xx in Anthropic's error envelope")
 async def envelope(ctx) -> Check:
-    t = await post(ctx, request(ctx, model="no-such-model-xyz"), sse=False)
+    return judge_envelope(await post(ctx, request(ctx, model="no-such-model-xyz"), sse=False))
+
+
+def judge_envelope(t: Trace) -> Check:
+    """The answer to an unknown model."""
     if (absent := absent_problem(t, f"POST {MESSAGES}")) is not None:
         return absent
     if t.status is None or not 400 <= t.status < 500:

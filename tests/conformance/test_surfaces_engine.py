@@ -20,8 +20,10 @@ SURFACES = ["responses", "messages", "cross", "sdk.openai.responses", "sdk.anthr
 
 
 def judge(eng, expect: str):
+    """`eng`: a launched engine, or the `live` fixture (an engine, or a URL given by hand)."""
     exp = load_expectations(expect)
-    ctx = new_ctx(eng.base_url, exp, model=eng.served_name, api_key=eng.api_key, engine=eng)
+    model = getattr(eng, "served_name", None) or eng.model
+    ctx = new_ctx(eng.base_url, exp, model=model, api_key=eng.api_key, engine=getattr(eng, "engine", eng))
     rep = asyncio.run(run_suite(ctx, patterns=SURFACES))
     bad = [(r.id, r.verdict, r.behaviours, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
     assert not bad and rep.aborted is None

@@ -4,7 +4,7 @@
     pytest --harness-manifest manifests/vllm-0.11.0-cpu.yaml          # launches the engine for the session
 
 Without either option the plugin does nothing. Every case becomes one test item `harness::<case id>`; fail/error
-fail the item, skip skips, pass/quirk/quirk-absent/info pass (quirks and quirk-absent cases, declared quirks that did
+fail the item, skip and absent (an endpoint not served) skip, pass/quirk/quirk-absent/info pass (quirks and quirk-absent cases, declared quirks that did
 not happen, are printed in the summary: the engine behaves like the reference there, so no item fails for it).
 Options are mirrored by ini keys (harness_url, harness_manifest, harness_expect) and env HARNESS_URL / HARNESS_MANIFEST /
 HARNESS_EXPECT; precedence CLI > env > ini. The URL must be loopback (the one rule of harness.net.loopback_url), checked
@@ -73,10 +73,14 @@ class HarnessCaseItem(pytest.Item):
 
         doc = _report(self.config)
         r = doc["by_id"].get(self.case.id)
+        if r is None and self.case.needs:  # not selected: the server does not provide what the case needs
+            pytest.skip(f"needs {', '.join(sorted(self.case.needs))}, which this server does not provide")
         if r is None:
             pytest.fail("case did not run", pytrace=False)
         if r["verdict"] == "skip":
             pytest.skip(r["note"])
+        if r["verdict"] == "absent":  # the endpoint is not served: nothing to judge
+            pytest.skip(f"absent: {r['note']}")
         if r["verdict"] in FAILING:
             raise HarnessCaseFailure(r)
 
@@ -122,6 +126,7 @@ def pytest_collection_modifyitems(session, config, items):
 def _report(config) -> dict:
     if REPORT_KEY in config.stash:
         return config.stash[REPORT_KEY]
+    from harness.conformance.case import provided_by
     from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.runner import new_ctx, run_suite_sync
     from harness.settings import api_key_from_env
@@ -137,7 +142,11 @@ def _report(config) -> dict:
         m = load_manifest(s["harness_manifest"])
         exp = load_expectations(s["harness_expect"] or default_expectation(m.engine.kind, m.engine.version))
         with launch(m) as eng:
-            rep = run_suite_sync(new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng))
+            rep = run_suite_sync(
+                new_ctx(
+                    eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng, provides=provided_by(m)
+                )
+            )
     doc = rep.to_dict()
     doc["by_id"] = {r["id"]: r for r in doc["cases"]}
     config.stash[REPORT_KEY] = doc

@@ -27,12 +27,12 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.AST):
-    """Every Import/ImportFrom node, skipping the bodies of `if TYPE_CHECKING:`."""
+def _imports(tree: ast.AST, type_checking: bool = False):
+    """Every Import/ImportFrom node, skipping the bodies of `if TYPE_CHECKING:` (unless `type_checking`)."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
             stack.extend(node.orelse)
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -53,14 +53,14 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, m
     return {source} | {f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(files)
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         edges: set[str] = set()
-        for node in _imports(tree):
+        for node in _imports(tree, type_checking):
             edges |= _targets(node, name, path.name == "__init__.py", modules)
         graph[name] = {e for e in edges if e in modules and e != name}
     return graph
@@ -128,6 +128,30 @@ def test_no_import_cycle_inside_harness():
     assert len(graph) > 50  # the walk found the package
     cycles = [c for c in strongly_connected(graph) if len(c) > 1]
     assert not cycles, "import cycles in harness/: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_conformance_package_has_no_circle_even_in_type_annotations():
+    """The conformance vocabulary (model), the expectations and the context stand in layers: a new surface is one new
+    module of cases (and expectation entries), and a reader can enter the package from the bottom. Imports for type
+    checkers count here too: `Case` (which needs `Ctx`) lives in `case.py`, above the context."""
+    graph = import_graph(type_checking=True)
+    conf = {m: {t for t in ts if t.startswith("harness.conformance")} for m, ts in graph.items()
+            if m.startswith("harness.conformance")}  # fmt: skip
+    cycles = [c for c in strongly_connected(conf) if len(c) > 1]
+    assert not cycles, "import cycles in harness/conformance/: " + "; ".join(" <-> ".join(c) for c in cycles)
+    below = ("harness.conformance.model", "harness.conformance.expectations", "harness.conformance.context")
+    for low, high in zip(below, below[1:], strict=False):
+        assert high not in _reachable(conf, low), f"{low} reaches {high}: the layers turned round"
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
 
 
 # The command-line front: argparse and printing. Library code never imports it (the call path never climbs back up).

@@ -227,6 +227,7 @@ def _seconds(value: float | None, flag: str, most: float = math.inf) -> float | 
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
+    from harness.conformance.case import provided_by
     from harness.conformance.evidence import MAX_STREAM_S_SAVED
     from harness.conformance.expectations import default_expectation, load_expectations
     from harness.conformance.report import print_table
@@ -278,7 +279,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
         ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
-                      evidence=_recorder(args, eng.api_key), **bounds)  # fmt: skip
+                      evidence=_recorder(args, eng.api_key), provides=provided_by(m), **bounds)  # fmt: skip
         info = {
             "name": m.name,
             "kind": m.engine.kind,

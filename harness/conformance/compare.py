@@ -24,7 +24,7 @@ __all__ = ["COMPARISON_NAMES", "compare", "comparison_junit", "comparison_html",
 COMPARISON_NAMES = ("comparison.json", "comparison.xml", "comparison.html")
 FORMAT = 1
 # how far a verdict is from what a client wants: a higher rank through the gateway is worse
-RANK = {"pass": 0, "quirk-absent": 0, "info": 0, "skip": 1, "quirk": 2, "fail": 3, "error": 3}
+RANK = {"pass": 0, "quirk-absent": 0, "info": 0, "skip": 1, "absent": 1, "quirk": 2, "fail": 3, "error": 3}
 
 
 def _cases(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

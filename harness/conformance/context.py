@@ -61,6 +61,8 @@ class Ctx:
     engine_url: str = ""  # the engine behind a gateway at base_url ("" when base_url is the engine itself)
     engine_api_key: str | None = None  # the key the engine behind the gateway wants (its own, not the gateway's)
     scripted_model: bool | None = None  # the server serves the scripted model (`--scripted`); None: the manifest says
+    # what the server provides beyond an engine (`Case.needs`): "scripted-model" when the manifest's model is one
+    provides: frozenset[str] = frozenset()
     _client: httpx.AsyncClient | None = None
     _engine_client: httpx.AsyncClient | None = None
     _probes: dict[str, Trace] = field(default_factory=dict)
@@ -102,6 +104,8 @@ class Ctx:
         told (`--scripted`, a saved run), else the launched manifest's model.source."""
         if self.scripted_model is not None:
             return self.scripted_model
+        if "scripted-model" in self.provides:  # harness.conformance.case.SCRIPTED_MODEL (that module stands above)
+            return True
         manifest = getattr(getattr(self.engine, "spec", None), "manifest", None)
         return getattr(getattr(manifest, "model", None), "source", None) == "scripted-tiny"
 

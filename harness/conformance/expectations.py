@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.conformance.model import Case, CaseResult, Check, Verdict
+from harness.conformance.model import CaseHead, CaseResult, Check, Verdict
 from harness.errors import ManifestError, UsageError
 from harness.readers import read_yaml
 from harness.settings import EXPECTATIONS_DIR
@@ -262,7 +262,7 @@ def _validate_engine(engine: dict, need: Callable[[bool, str, str], None]) -> No
              "must be a non-empty single-line string (quote a version: \"0.3.36\")")  # fmt: skip
 
 
-def resolve(case: Case, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:
+def resolve(case: CaseHead, check: Check, exp: Expectations, duration_s: float = 0.0) -> CaseResult:
     """Turn a raw check into the reported verdict, applying the declared expectation (the table in
     harness.conformance.model): a quirk covers exactly the tags it names, never a part or a neighbour of them."""
     r = CaseResult(

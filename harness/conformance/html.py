@@ -30,7 +30,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f2f2f2}pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:4px;margin:2px 0;
 max-height:28em;overflow:auto;font-size:12px}.v{font-weight:bold}.v-pass{color:#17702a}.v-fail{color:#b00020}
-.v-error{color:#8a1a8a}.v-quirk{color:#9a6a00}.v-quirk-absent{color:#c77700}.v-skip{color:#777}.v-info{color:#0b6aa2}
+.v-error{color:#8a1a8a}.v-quirk{color:#9a6a00}.v-quirk-absent{color:#c77700}.v-skip{color:#777}.v-info{color:#0b6aa2}.v-absent{color:#3b4fb0}
 details{margin:2px 0}summary{cursor:pointer}.muted{color:#666}.ex{border-left:3px solid #ddd;padding-left:6px;
 margin:6px 0}.cut{color:#b00020}
 """

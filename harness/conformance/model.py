@@ -16,7 +16,11 @@ tag of the whole one. Expectation files declare quirks by these tags; the resolv
     check fail  + a tag of B not in Q               -> fail, the first tag not covered as `behaviour`
     check fail  + B a strict subset of Q            -> fail: the declared shape did not happen in full
     check fail  + no quirk declared                 -> fail   (differs from both the reference and the expectation)
-    skip / info / error                             -> unchanged (an expectation may force skip with a reason)
+    skip / info / error / absent                    -> unchanged (an expectation may force skip with a reason)
+
+`absent`: the endpoint a case asks for is not served (HTTP 404 or 405 on its path, `absent_problem`). It is neither a
+pass nor a fail: the matrix shows since when an endpoint exists, and `harness bisect --case` finds the release where
+a case turned from absent into anything else. It never makes a suite not ok.
 
 Exit codes: only fail and error make a suite not ok (`conform`, `check-stream`, `run` exit 1; a pytest item fails).
 quirk-absent does not: the engine behaves like the reference, which no client is hurt by. It is counted
@@ -27,16 +31,12 @@ fixed it" (information, not blocking).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from harness.errors import DataError
-
-if TYPE_CHECKING:  # types only: the context and the stream view are built on this vocabulary's users
-    from harness.conformance.context import Ctx
-    from harness.conformance.view import StreamView
 
 __all__ = [
     "Level",
@@ -45,7 +45,9 @@ __all__ = [
     "Evidence",
     "Deviations",
     "status_problem",
-    "Case",
+    "absent_problem",
+    "ABSENT_STATUSES",
+    "CaseHead",
     "CaseResult",
     "SuiteDocument",
     "REPORT_FORMAT",
@@ -74,6 +76,7 @@ class Verdict(str, Enum):
     INFO = "info"
     ERROR = "error"
     QUIRK_ABSENT = "quirk-absent"  # a declared (non-conditional) quirk did not happen: the check passed
+    ABSENT = "absent"  # the server does not serve the endpoint the case asks (404/405): data, not a failure
 
 
 # verdicts that make a suite not ok (exit code 1); quirk-absent is counted and shown, never a failure
@@ -191,15 +194,32 @@ def status_problem(trace: Any) -> Check | None:
     return None
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str  # stable hierarchical id, e.g. chat.stream.role-first
-    requirement: str  # one line: what a conformant server does
-    level: Level
-    run: Callable[[Ctx], Awaitable[Check]]  # live: run(ctx) -> Check
-    shape: Callable[[StreamView], Check] | None = None  # pure check over a recorded stream (check-stream uses it)
-    kind: str = "chat"  # chat | completions | other: which recorded streams the shape check applies to
-    timeout_s: float = 60.0
+ABSENT_STATUSES = frozenset({404, 405})  # "no such route" / "not this method here": the release does not serve it
+
+
+def absent_problem(trace: Any, what: str = "") -> Check | None:
+    """`absent` when the server answered 404/405 at the route itself (not at a model it does not know: that 404 carries
+    an error naming the model, which an absent route's default body does not), else None."""
+    if trace.status not in ABSENT_STATUSES:
+        return None
+    body = trace.body[:400].decode("utf-8", "replace")
+    if trace.status == 404 and "model" in body.lower():
+        return None  # the route exists and refused the request's model: judged by the case, not absent
+    where = what or str(getattr(trace, "url", "")).split("?")[0]
+    return Check(Verdict.ABSENT, f"status-{trace.status}", actual=trace.status, note=f"not served: {where} -> "
+                 f"HTTP {trace.status} {body[:120]}".strip())  # fmt: skip
+
+
+class CaseHead(Protocol):
+    """What judging a case needs to know of it (`expectations.resolve`): its id, level and requirement. The case itself
+    (`harness.conformance.case.Case`, which also holds the code that runs against a server) stands above this module."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def level(self) -> Level: ...
+    @property
+    def requirement(self) -> str: ...
 
 
 @dataclass

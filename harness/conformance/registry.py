@@ -7,7 +7,8 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-from harness.conformance.model import Case, Check, Level
+from harness.conformance.case import Case
+from harness.conformance.model import Check, Level
 
 __all__ = ["CASES", "FAULTS", "case", "shape_cases", "select", "select_faults"]
 
@@ -15,11 +16,21 @@ CASES: list[Case] = []
 FAULTS: list[Case] = []  # opt-in cases that break the engine: never in the default suite, run last (select_faults)
 
 
-def case(id: str, requirement: str, level: Level = Level.MUST, timeout_s: float = 60.0, fault: bool = False):
+def case(
+    id: str,
+    requirement: str,
+    level: Level = Level.MUST,
+    timeout_s: float = 60.0,
+    fault: bool = False,
+    needs: tuple[str, ...] = (),
+):
+    """Register a live case; `needs`: what the server must provide for the case to be selected (`select`)."""
+
     def deco(fn: Callable[[Any], Any]):
         if any(c.id == id for c in (*CASES, *FAULTS)):
             raise ValueError(f"duplicate case id {id}")
-        (FAULTS if fault else CASES).append(Case(id, requirement, level, fn, timeout_s=timeout_s))
+        (FAULTS if fault else CASES).append(Case(id, requirement, level, fn, timeout_s=timeout_s,
+                                                 needs=frozenset(needs)))  # fmt: skip
         return fn
 
     return deco
@@ -49,7 +60,11 @@ def shape_cases(prefix: str, probe_name: str, checks: dict, kind: str) -> None:
         CASES.append(Case(f"{prefix}.{name}", req, level, make(), shape=fn, kind=kind))
 
 
-def select(cases: list[Case], patterns: list[str] | None) -> list[Case]:
+def select(cases: list[Case], patterns: list[str] | None, provides: frozenset[str] | None = None) -> list[Case]:
+    """The cases the patterns name (all without patterns), less those that need what the server does not provide
+    (`Case.needs`; `provides` None: no filter, as for listing)."""
+    if provides is not None:
+        cases = [c for c in cases if c.needs <= provides]
     if not patterns:
         return cases
     return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) or c.id.startswith(p + ".") for p in patterns)]

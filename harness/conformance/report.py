@@ -34,8 +34,8 @@ Doc = SuiteDocument | dict[str, Any]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta",
-         "quirk-absent": "bold yellow"}  # fmt: skip
-COUNTED = ("pass", "fail", "quirk", "quirk-absent", "skip", "info", "error")  # the summary line's order
+         "quirk-absent": "bold yellow", "absent": "blue"}  # fmt: skip
+COUNTED = ("pass", "fail", "quirk", "quirk-absent", "skip", "info", "error", "absent")  # the summary line's order
 
 
 def _tags(r: dict[str, Any]) -> str:
@@ -128,7 +128,7 @@ def junit_xml(doc: Doc) -> str:
         tests=str(len(cases)),
         failures=str(c.get("fail", 0)),
         errors=str(c.get("error", 0)),
-        skipped=str(c.get("skip", 0)),
+        skipped=str(c.get("skip", 0) + c.get("absent", 0)),
         time=f"{doc.get('duration_s', 0):.3f}",
     )
     for r in cases:
@@ -146,6 +146,8 @@ def junit_xml(doc: Doc) -> str:
             ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error"))).text = _xml(detail)
         elif r["verdict"] == "skip":
             ET.SubElement(tc, "skipped", message=_xml(r.get("note") or ""))
+        elif r["verdict"] == "absent":  # the endpoint is not served: nothing to judge, said as such
+            ET.SubElement(tc, "skipped", message=_xml(f"absent: {r.get('note') or ''}".strip()))
         else:
             ET.SubElement(tc, "system-out").text = _xml(
                 f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip()

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.conformance.case import SCRIPTED_MODEL, Case
 from harness.conformance.context import Ctx
 from harness.conformance.evidence import current_case, end_case, end_liveness, liveness_scope
 from harness.conformance.expectations import Expectations, resolve
-from harness.conformance.model import FAILING, Case, CaseResult, Check, Verdict, errored, skipped
+from harness.conformance.model import FAILING, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import FAULTS, select
 from harness.conformance.report import scrub_report
 from harness.conformance.suite import all_cases, fault_cases
@@ -139,7 +140,10 @@ async def run_suite(
     report.engine.setdefault("url", redact_url(ctx.base_url))
     if ctx.behind_gateway:  # the report says both: the wire was judged at url, the engine's state at engine_url
         report.engine.setdefault("engine_url", redact_url(ctx.engine_url))
-    cases = select(all_cases(), patterns) + fault_cases(patterns)  # a fault case (opt-in) breaks the engine: last
+    provides = ctx.provides | ({SCRIPTED_MODEL} if ctx.scripted else frozenset())  # --scripted, a saved run's
+    cases = select(all_cases(), patterns, provides) + fault_cases(
+        patterns
+    )  # a fault case (opt-in) breaks the engine: last
     if ids is not None:
         wanted = set(ids)
         cases = [c for c in cases if c.id in wanted]

@@ -20,16 +20,19 @@ from harness.conformance.cases import (
     metrics,
     cancel,
     auth,
+    responses,
+    messages,
+    cross,
 )
 
 # isort: on
-from harness.conformance.model import Case
+from harness.conformance.case import Case
 from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
 FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, tools, reasoning, clientschemas, errors,
-            metrics, cancel, auth)  # fmt: skip
+            metrics, cancel, auth, responses, messages, cross)  # fmt: skip
 
 
 def all_cases() -> list[Case]:

@@ -33,6 +33,7 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
     """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations`, or
     {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to the upgrade report."""
     try:
+        from harness.conformance.case import provided_by
         from harness.conformance.expectations import load_expectations
         from harness.conformance.runner import new_ctx, run_suite_sync
     except ImportError as exc:
@@ -40,7 +41,14 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
     try:
         exp = load_expectations(expectations)  # chosen (or refused) by run_upgrade before any launch: never a fallback
         m = engine.spec.manifest
-        ctx = new_ctx(engine.base_url, exp, api_key=engine.spec.api_key(), model=m.model.served_name, engine=engine)
+        ctx = new_ctx(
+            engine.base_url,
+            exp,
+            api_key=engine.spec.api_key(),
+            model=m.model.served_name,
+            engine=engine,
+            provides=provided_by(m),
+        )
         report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
         cases = {}
         for r in report.results:

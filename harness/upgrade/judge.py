@@ -253,7 +253,23 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
-    return _fail_open(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+    return _fail_open(conf) + _served(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+
+
+def _served(conf: dict[str, Any]) -> list[Reason]:
+    """Endpoints one side serves and the other does not (a case `absent` on one side only): a new endpoint is
+    information, one the new engine no longer serves is blocking where a MUST case used it."""
+    came = [r for r in conf["cases"] if r["old"] == "absent" and r["new"] != "absent"]
+    went = [r for r in conf["cases"] if r["new"] == "absent" and r["old"] != "absent"]
+    out = []
+    if came:
+        out.append(_reason("info", "conformance: endpoints the new engine serves (absent before): "
+                           + ", ".join(f"{r['id']} ({r['new']})" for r in came)))  # fmt: skip
+    if went:
+        level = "blocking" if any(r.get("level") == "MUST" for r in went) else "review"
+        out.append(_reason(level, "conformance: endpoints the new engine no longer serves (now absent): "
+                           + ", ".join(f"{r['id']} (was {r['old']})" for r in went)))  # fmt: skip
+    return out
 
 
 # the behaviours of a request field or constraint that is accepted (HTTP 200) and has no effect
@@ -305,7 +321,13 @@ def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:
     weak = [r for r in broke if r.get("level") != "MUST"]
     broke = [r for r in broke if r not in weak]
     changed = [
-        r for r in conf["cases"] if r["old"] != r["new"] and r not in broke and r not in expected and r not in fixed
+        r
+        for r in conf["cases"]
+        if r["old"] != r["new"]
+        and r not in broke
+        and r not in expected
+        and r not in fixed
+        and "absent" not in (r["old"], r["new"])  # said by _served
     ]
     if broke:
         out.append(

@@ -17,6 +17,10 @@ import yaml
 
 from harness.client import Trace, TraceEvent
 from harness.client.sse import parse_sse_bytes
+from harness.conformance.case import Case
+from harness.conformance.cases import cross as cross_cases
+from harness.conformance.cases import messages as msg_cases
+from harness.conformance.cases import responses as resp_cases
 from harness.conformance.cases.auth import judge_open, judge_refusal
 from harness.conformance.cases.errors import judge_error, judge_in_stream
 from harness.conformance.cases.fields import judge_best_of
@@ -33,8 +37,9 @@ from harness.conformance.cases.requests import (
 )
 from harness.conformance.cases.stream import judge_continuous_usage, judge_n2
 from harness.conformance.expectations import load_expectations, resolve
-from harness.conformance.model import Case, Check
+from harness.conformance.model import Check
 from harness.conformance.suite import all_cases
+from harness.conformance.typedstream import typed_stream
 from harness.conformance.view import StreamView, from_chunks, from_trace
 from harness.settings import EXPECTATIONS_DIR
 
@@ -362,6 +367,145 @@ TABLE.update({
     ("llamacpp-0c1e570", "fields.best-of"): BEST_OF_IGNORED,
     ("vllm-0.32", "fields.best-of"): BEST_OF_IGNORED,
 })  # fmt: skip
+
+
+# /v1/responses and /v1/messages (issue 19): recorded answers of the real engines (tests/fixtures/surfaces/, saved from
+# their evidence) and the shapes around them, judged by the cases' own pure judges.
+
+SURFACE_FIXTURES = EXPECTATIONS_DIR.parent.parent / "tests" / "fixtures" / "surfaces"
+
+
+def recorded(name: str) -> str:
+    return (SURFACE_FIXTURES / name).read_text()
+
+
+def typed(body: str | bytes, ended: str = "eof", error: str = "") -> Trace:
+    raw = body.encode() if isinstance(body, str) else body
+    return Trace("POST", "http://127.0.0.1:1/v1/responses", status=200, body=raw, sse=True, ended=ended, error=error,
+                 headers={"content-type": "text/event-stream"})  # fmt: skip
+
+
+def resp_doc(name: str) -> dict:
+    return json.loads(recorded(name))
+
+
+def without(doc: dict, *keys: str) -> dict:
+    return {k: v for k, v in doc.items() if k not in keys}
+
+
+def on_stream(judge: Callable[[Any], Check]) -> Callable[[Trace], Check]:
+    return lambda t: judge(typed_stream(t))
+
+
+def sdk_over(answers: tuple[Trace, Trace]) -> Check:
+    """The sdk.openai.responses case itself, its requests answered by the recorded (create, stream) answers."""
+    import asyncio
+
+    import httpx
+
+    from harness.conformance.runner import new_ctx
+
+    create, stream = answers
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        t = stream if json.loads(request.content or b"{}").get("stream") else create
+        return httpx.Response(t.status or 500, headers=t.headers, content=t.body)
+
+    ctx = new_ctx("http://127.0.0.1:1", load_expectations("openai"), model="tiny-llama",
+                  transport=httpx.MockTransport(handler))  # fmt: skip
+
+    async def go() -> Check:
+        try:
+            return await CASES["sdk.openai.responses"].run(ctx)
+        finally:
+            await ctx.aclose()
+
+    return asyncio.run(go())
+
+
+V11_DOC, LC_RESP = resp_doc("vllm-0.11.0-response.json"), resp_doc("llamacpp-0c1e570-response.json")
+V11_STREAM, LC_STREAM = recorded("vllm-0.11.0-responses-stream.sse"), recorded("llamacpp-0c1e570-responses-stream.sse")
+BROKEN = "RemoteProtocolError: peer closed connection without sending complete message body (incomplete chunked read)"
+NOT_FOUND = answer(404, {"error": {"message": "Response with id 'resp_1' not found.", "type": "invalid_request_error",
+                                   "param": None, "code": 404}})  # fmt: skip
+STORED = (V11_DOC, NOT_FOUND)
+STORED_OTHER = (V11_DOC, answer(200, {**V11_DOC, "id": "resp_other"}))
+SERVER_500 = answer(500, {"error": {"message": "boom", "type": "server_error", "code": 500}})
+
+
+def cut_at(doc: dict, tokens: int, **over: Any) -> dict:
+    usage = {**doc["usage"], "output_tokens": tokens}
+    return {**doc, "usage": usage, **over}
+
+
+def msg(text: str, stop_reason: str, stop_sequence: str | None) -> Trace:
+    return answer(200, {"id": "m", "type": "message", "role": "assistant", "model": "tiny-llama",
+                        "content": [{"type": "text", "text": text}], "stop_reason": stop_reason,
+                        "stop_sequence": stop_sequence, "usage": {"input_tokens": 1, "output_tokens": 3}})  # fmt: skip
+
+
+SURFACES_032: dict[str, Row] = {
+    "responses.store": (lambda a: resp_cases.judge_stored(*a), STORED, STORED_OTHER, "stored-other-response"),
+    # another prompt (36 tokens, chat 35); the same prompt with another text is a sampling or wire difference
+    "cross.same-text": (lambda a: cross_cases.judge_same_text(*a),
+                        ("ed4;Zx8G", 35, {"responses": ("e}v\x04u91", 36), "messages": ("ed4;Zx8G", 35)}),
+                        ("ed4;Zx8G", 35, {"responses": ("e}v\x04u91", 35), "messages": ("ed4;Zx8G", 35)}),
+                        "responses-text-differs"),
+}  # fmt: skip
+
+SURFACES_011: dict[str, Row] = {
+    "responses.create.schema": (resp_cases.judge_schema, V11_DOC, without(V11_DOC, "tools"), "schema:tools:required"),
+    # the content_index counted up per delta; an item_id of another item is another shape
+    "responses.stream.ids": (on_stream(resp_cases.judge_ids), typed(V11_STREAM),
+                             typed(V11_STREAM.replace('"item_id":"19803f8f', '"item_id":"00000000', 1)),
+                             "item-id-mismatch"),
+    # the body broke off after response.output_item.done; a stream the harness had to cut (its bound) is not that
+    "responses.stream.ends": (on_stream(resp_cases.judge_ends), typed(V11_STREAM, "disconnect", BROKEN),
+                              typed(V11_STREAM, "timeout", "BoundExceeded"), "stream-never-ended"),
+    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(V11_DOC, 4)),
+                                    answer(200, cut_at(V11_DOC, 5)), "over-max-output-tokens"),
+    "responses.store": (lambda a: resp_cases.judge_stored(*a), STORED, STORED_OTHER, "stored-other-response"),
+    "sdk.openai.responses": (sdk_over, (answer(200, V11_DOC), typed(V11_STREAM)), (SERVER_500, SERVER_500),
+                             "sdk-error"),
+}  # fmt: skip
+
+LC_MULTI_400 = answer(400, {"error": {"code": 400, "message": "Cannot determine type of 'item'",
+                                      "type": "invalid_request_error"}})  # fmt: skip
+SURFACES_LC: dict[str, Row] = {
+    "responses.create.schema": (resp_cases.judge_schema, LC_RESP, without(LC_RESP, "model"), "schema:model:required"),
+    "responses.stream.sequence": (on_stream(resp_cases.judge_sequence), typed(LC_STREAM),
+                                  typed(V11_STREAM.replace('"sequence_number":5', '"sequence_number":1', 1)),
+                                  "sequence-not-increasing"),
+    "responses.stream.ids": (on_stream(resp_cases.judge_ids), typed(LC_STREAM),
+                             typed(LC_STREAM.replace('"item_id":"msg_JtGri', '"item_id":"msg_other', 1)),
+                             "item-id-mismatch"),
+    "responses.stream.events": (on_stream(resp_cases.judge_event_names), typed(LC_STREAM),
+                                typed(LC_STREAM.replace("event: response.output_text.delta", "event: delta", 1)),
+                                "event-name-mismatch"),
+    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(LC_RESP, 4)),
+                                    answer(200, cut_at(LC_RESP, 5)), "over-max-output-tokens"),
+    "responses.instructions": (lambda a: resp_cases.judge_instructions(*a),
+                               (LC_RESP, answer(200, {**LC_RESP, "usage": {**LC_RESP["usage"], "input_tokens": 76}})),
+                               (LC_RESP, answer(200, LC_RESP)), "ignored-field"),
+    "responses.multi-turn": (lambda a: resp_cases.judge_multi_turn(*a), (LC_RESP, LC_MULTI_400),
+                             (LC_RESP, SERVER_500), "status-500"),
+    "responses.store": (lambda a: resp_cases.judge_stored(*a),
+                        (LC_RESP, answer(404, {"error": {"message": "File Not Found", "type": "not_found_error",
+                                                         "code": 404}})),
+                        (LC_RESP, answer(200, {**LC_RESP, "id": "resp_other"})), "stored-other-response"),
+    "responses.background": (resp_cases.judge_background_start, answer(200, LC_RESP), SERVER_500, "status-500"),
+    "responses.errors.shape": (resp_cases.judge_error_shape, answer(200, LC_RESP), SERVER_500, "status-500"),
+    "sdk.openai.responses": (sdk_over, (answer(200, LC_RESP), typed(LC_STREAM)), (SERVER_500, SERVER_500),
+                             "sdk-error"),
+    # stopped before the sequence, named, and said end_turn; an output that went past it is another shape
+    "messages.stop-sequences": (lambda t: msg_cases.judge_stop_sequence(t, "4"), msg("ed", "end_turn", "4"),
+                                msg("ed4;", "end_turn", None), "stop-sequence-not-named"),
+    "messages.errors.envelope": (msg_cases.judge_envelope, msg("ed", "max_tokens", None), SERVER_500, "status-500"),
+}  # fmt: skip
+
+TABLE.update({("vllm-0.32", k): v for k, v in SURFACES_032.items()})
+TABLE.update({("vllm-0.11", k): v for k, v in SURFACES_011.items()})
+TABLE.update({("llamacpp-0c1e570", k): v for k, v in SURFACES_LC.items()})
 
 
 def declared() -> set[tuple[str, str]]:

@@ -142,3 +142,20 @@ def test_cli_json_never_overwrites_the_spec(synth):
     spec, _ = synth
     assert main(["bisect", str(spec), "--metric", "kv", "--json", str(spec), "--no-run"]) == 2
     assert spec.read_text().startswith("format: 1")
+
+
+def test_bisect_names_the_release_where_an_endpoint_appeared(tmp_path, capsys):
+    """A messages case is `absent` in the releases that do not serve /v1/messages: bisect reads the cells and names
+    the first release where it is anything else (no engine started)."""
+    versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
+    spec = write_spec(tmp_path, versions)
+    gone = {"messages.create.shape": {"verdict": "absent", "behaviours": ["status-404"]}}
+    there = {"messages.create.shape": {"verdict": "pass", "behaviours": []}}
+    write_cells(tmp_path / "results", [cell(v, cases=gone if v < "1.2.0" else there) for v in versions])
+    out = tmp_path / "answer.json"
+    assert main(["bisect", str(spec), "--case", "messages.create.shape", "--json", str(out), "--no-run"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["first_changed"] == "1.2.0" and doc["last_same"] == "1.1.0" and doc["ran"] == []
+    assert doc["evidence"]["last_same"]["value"]["verdict"] == "absent"
+    text = capsys.readouterr().out
+    assert "absent [status-404]" in text and "first changed in 1.2.0" in text

@@ -76,3 +76,17 @@ def test_packages_rule_is_information():
         {"level": "info", "text": "locked packages: 2 changed, 1 added, 0 removed (torch 2.8.0->2.9.0)"}
     ]
     assert J.packages(RAN, RAN, {"manifest": {"lock": {}}}) == []
+
+
+def test_conformance_rule_names_endpoints_that_appear_or_go():
+    rows = [
+        {"id": "messages.create.shape", "level": "MUST", "old": "absent", "new": "pass", "new_behaviour": ""},
+        {"id": "messages.stop-sequences", "level": "MUST", "old": "absent", "new": "fail", "new_behaviour": "x"},
+        {"id": "responses.store", "level": "MUST", "old": "quirk", "new": "absent", "new_behaviour": "status-404"},
+    ]
+    got = [(r["level"], r["text"]) for r in J.conformance(RAN, RAN, {"conformance": {"cases": rows}})]
+    assert got == [
+        ("info", "conformance: endpoints the new engine serves (absent before): messages.create.shape (pass), "
+                 "messages.stop-sequences (fail)"),
+        ("blocking", "conformance: endpoints the new engine no longer serves (now absent): responses.store (was quirk)"),
+    ]  # fmt: skip

@@ -38,14 +38,18 @@ async def _settle(ctx, gauges: dict[str, float], timeout_s: float) -> tuple[bool
         await asyncio.sleep(0.1)
 
 
-async def _one(ctx, body: dict, after_chunks: int):
+async def _one(ctx, body: dict, after_chunks: int, path: str = "/v1/completions"):
     def stop(t) -> bool:
         return sum(1 for e in t.events if e.kind == "data") >= after_chunks
 
-    return await ctx.record(ctx.client, "POST", "/v1/completions", json=body, stop_after=stop, timeout=STREAM_TIMEOUT)
+    return await ctx.record(ctx.client, "POST", path, json=body, stop_after=stop, timeout=STREAM_TIMEOUT)
 
 
-async def run_cancellation(ctx, cut_points: list[int]) -> Check:
+async def run_cancellation(
+    ctx, cut_points: list[int], path: str = "/v1/completions", body: dict | None = None
+) -> Check:
+    """Streams of `body` (default: a long completion) to `path`, each cut after its number of data events; then the
+    expectation file's series must show the work stopped."""
     spec = ctx.exp.cancellation
     if not spec:
         return skipped("the expectation file declares no cancellation series")
@@ -56,8 +60,9 @@ async def run_cancellation(ctx, cut_points: list[int]) -> Check:
     base_ok, base, _ = await _settle(ctx, {g: float((spec.get("idle") or {}).get(g, 0.0)) for g in gauges}, settle_s)
     if not base_ok:
         return failed("not-idle-before", "idle gauges before the case", base)
-    body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
-    traces = await asyncio.gather(*(_one(ctx, body, k) for k in cut_points))
+    if body is None:
+        body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
+    traces = await asyncio.gather(*(_one(ctx, body, k, path) for k in cut_points))
     # A stream that never connected was never seen by the server: the client could not run the case. A connection
     # the server reset before answering is the server's doing and stays a failure below.
     unsent = [t for t in traces if t.ended == "error" and t.failure == "unsent"]

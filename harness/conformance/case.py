@@ -1,0 +1,36 @@
+"""A conformance case: its id, requirement and level (what judging it needs, `model.CaseHead`), and the code that runs
+it against a server (`run(ctx)`) or over a recorded stream (`shape(view)`). It stands above the context and the stream
+view it is run with, so the vocabulary (`model`), the expectations and the context import each other in no circle."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from harness.conformance.context import Ctx
+from harness.conformance.model import Check, Level
+from harness.conformance.view import StreamView
+
+__all__ = ["Case", "SCRIPTED_MODEL", "provided_by"]
+
+# `needs` of a case that only a scripted model can answer (its greedy output is a known tool call when tools are
+# offered); such a case is selected only when the manifest's model says it is one (`Ctx.provides`)
+SCRIPTED_MODEL = "scripted-model"
+
+
+def provided_by(manifest: object) -> frozenset[str]:
+    """What a manifest's server provides for `Case.needs`: the scripted model when `model.source` is scripted-tiny."""
+    model = getattr(manifest, "model", None)
+    return frozenset({SCRIPTED_MODEL}) if getattr(model, "source", None) == "scripted-tiny" else frozenset()
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str  # stable hierarchical id, e.g. chat.stream.role-first
+    requirement: str  # one line: what a conformant server does
+    level: Level
+    run: Callable[[Ctx], Awaitable[Check]]  # live: run(ctx) -> Check
+    shape: Callable[[StreamView], Check] | None = None  # pure check over a recorded stream (check-stream uses it)
+    kind: str = "chat"  # chat | completions | other: which recorded streams the shape check applies to
+    timeout_s: float = 60.0
+    needs: frozenset[str] = frozenset()  # what the server must provide for the case to be selected at all

@@ -153,7 +153,6 @@ def test_a_case_that_needs_a_scripted_model_runs_only_for_one():
 
 def test_only_the_scripted_manifests_provide_the_scripted_model():
     from harness.conformance.case import SCRIPTED_MODEL, provided_by
-
     from harness.manifest import load_manifest
     from harness.settings import REPO_ROOT
 

@@ -87,6 +87,22 @@ def _tag(err: Any) -> str:
     return f"schema:{_path(parts)}:{err.validator}"
 
 
+def _same_type_branches(err: Any, context: list[Any]) -> list[Any]:
+    """The errors of the union's branches whose own `type` the value has (a thinking block is judged as a thinking
+    block, not by the text block's fields); all of them when no branch takes the value's `type`."""
+    inst = err.instance
+    if not (isinstance(inst, dict) and isinstance(inst.get("type"), str)):
+        return context
+    depth = len(err.absolute_path)
+    wrong = {
+        c.relative_schema_path[0]
+        for c in context
+        if list(c.absolute_path)[depth:] == ["type"] and c.relative_schema_path
+    }
+    kept = [c for c in context if c.relative_schema_path and c.relative_schema_path[0] not in wrong]
+    return kept or context
+
+
 def schema_errors(surface: str, which: str, doc: Any) -> list[tuple[str, str]]:
     """(tag, message) for each way `doc` breaks the schema ([] when it validates). A union of events is judged by the
     branch of the event's own `type` (`schema:type:unknown-event` when none has it); another union (`oneOf`/`anyOf`)
@@ -105,7 +121,8 @@ def schema_errors(surface: str, which: str, doc: Any) -> list[tuple[str, str]]:
         if err.validator in ("oneOf", "anyOf") and err.context:
             # an optional field is a union with null: a value that is not null is judged by the other branch
             context = [c for c in err.context if not (c.validator == "type" and c.validator_value == "null")]
-            err = exceptions.best_match(context or err.context)
+            context = _same_type_branches(err, context or list(err.context))
+            err = exceptions.best_match(context)
         out.setdefault(_tag(err), err.message[:200])
         if len(out) >= MAX_TAGS:
             break

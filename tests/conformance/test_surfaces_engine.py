@@ -28,8 +28,12 @@ def judge(eng, expect: str):
     bad = [(r.id, r.verdict, r.behaviours, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
     assert not bad and rep.aborted is None
     assert not rep.counts()["quirk-absent"]  # every declared quirk happened as declared
-    declared = {cid for cid, e in exp.cases.items() if "quirk" in e and cid.startswith(tuple(SURFACES))}
-    assert {r.id for r in rep.results if r.verdict == "quirk"} == declared
+    ran = {r.id: r for r in rep.results}
+    # a conditional quirk (one the scripted model's run shows) may or may not happen here; a case this server is not
+    # provided for (Case.needs) is not selected
+    declared = {cid for cid, e in exp.cases.items() if "quirk" in e and cid.startswith(tuple(SURFACES))
+                and not e.get("conditional") and cid in ran}  # fmt: skip
+    assert {r.id for r in rep.results if r.verdict == "quirk" and not exp.cases[r.id].get("conditional")} == declared
     return {r.id: r for r in rep.results}
 
 

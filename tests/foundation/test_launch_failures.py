@@ -28,12 +28,23 @@ def _engines_of(manifest) -> list[dict]:
 
 
 def test_engine_that_exits_fails_fast_with_its_log(tmp_path, capsys):
-    args = yaml.safe_load(DEFAULT_MANIFEST.read_text())["server"]["args"] + ["--dtype", "not-a-dtype"]
+    # a value the parser takes but the engine refuses at start: longer than the model's 2048 positions
+    args = yaml.safe_load(DEFAULT_MANIFEST.read_text())["server"]["args"] + ["--max-model-len", "999999"]
     manifest = _manifest(tmp_path, args=args)
     assert main(["up", str(manifest)]) == 1
     err = capsys.readouterr().err
     assert "engine exited with status" in err and "before it was ready" in err
-    assert "--- engine log (tail) ---" in err and "not-a-dtype" in err  # vLLM's own complaint, from engine.log
+    assert "--- engine log (tail) ---" in err and "999999" in err  # vLLM's own complaint, from engine.log
+    assert _engines_of(manifest) == []
+
+
+def test_a_value_outside_the_releases_choices_is_refused_before_launch(tmp_path, capsys):
+    args = yaml.safe_load(DEFAULT_MANIFEST.read_text())["server"]["args"] + ["--dtype", "not-a-dtype"]
+    manifest = _manifest(tmp_path, args=args)
+    assert main(["up", str(manifest)]) == 2  # the release's own parser would refuse it: nothing starts
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.startswith("harness: error:")]
+    assert len(err) == 1 and "server.args" in err[0] and "--dtype 'not-a-dtype'" in err[0]
+    assert "refused before launch" in err[0]
     assert _engines_of(manifest) == []
 
 

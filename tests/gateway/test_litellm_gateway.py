@@ -43,6 +43,13 @@ def gateway(vllm_engine, tmp_path_factory):
     gw.stop()
 
 
+# The families the gateway's expectation file was made for. The /v1/responses, /v1/messages and cross-endpoint cases
+# (issue 19) have not been run through LiteLLM yet: its own Responses and Messages routes translate, and what they do
+# is not in the file; the scripted-model families skip here anyway (the engine behind serves the reference model).
+JUDGED = [x for f in ("auth", "cancel", "chat", "completions", "errors", "fields", "health", "http", "integrity",
+                      "metrics", "structured", "sdk.openai.stream") for x in ("-k", f)]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def comparison(gateway, vllm_engine, tmp_path_factory):
     """(exit code, DIR) of one `--compare-direct` run: DIR/direct/, DIR/gateway/, DIR/comparison.*"""
@@ -52,7 +59,7 @@ def comparison(gateway, vllm_engine, tmp_path_factory):
         t0 = time.monotonic()
         code = main(["conform", "--url", gateway.base_url, "--engine-url", vllm_engine.base_url, "--expect", EXPECT,
                      "--direct-expect", DIRECT_EXPECT, "--api-key-env", litellm_gateway.KEY_ENV, "--compare-direct",
-                     "--out", str(out)])  # fmt: skip
+                     "--out", str(out), *JUDGED])  # fmt: skip
         print(f"compare-direct took {time.monotonic() - t0:.0f} s; LiteLLM started in {gateway.started_s} s")
     if not (out / "comparison.json").is_file():
         pytest.fail(f"no comparison written (exit {code}); gateway log: {gateway.log_tail(2000)}")

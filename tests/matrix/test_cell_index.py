@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.matrix.cell import load_cell
-from tests.matrix.helpers import REPO, assert_cell_equals_committed
+from tests.matrix.helpers import REPO, assert_cell_equals_committed, with_current_key
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -33,7 +33,8 @@ def test_cell_index_runs_that_cell_for_real_and_collect_merges_it(tmp_path, caps
 
     pod2 = tmp_path / "cell-2"  # the 0.32.0 pod's directory (its committed cell and recording)
     (pod2 / "cells").mkdir(parents=True)
-    shutil.copy(RESULTS / "cells" / "0.32.0.json", pod2 / "cells")
+    committed = json.loads((RESULTS / "cells" / "0.32.0.json").read_text())
+    (pod2 / "cells" / "0.32.0.json").write_text(json.dumps(with_current_key(committed, "0.32.0", CI_SPEC)))
     shutil.copytree(RESULTS / "golden" / "0.32.0", pod2 / "golden" / "0.32.0")
     out = tmp_path / "matrix"
     assert main(["matrix", str(CI_SPEC), "--collect", str(pod0), str(pod2), "--out", str(out)]) == 0

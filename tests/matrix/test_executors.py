@@ -174,13 +174,9 @@ def test_a_result_from_a_node_is_written_only_inside_dir(tmp_path):
 
 
 def _current(c: dict, release: str) -> dict:
-    """A committed cell with the key this harness gives its release today (the committed results may be older
-    than this harness's suite: what is merged here is the cell, the rule is the key's)."""
-    from harness.matrix.run import cell_key, lock_for
+    from tests.matrix.helpers import with_current_key
 
-    spec = load_spec(CI_SPEC)
-    c["key"] = cell_key(spec, release, lock_for(spec, release, RESULTS), None, stale=False)
-    return c
+    return with_current_key(c, release, CI_SPEC)
 
 
 def _pod_dir(tmp: Path, name: str, release: str, *, lone: bool = True) -> Path:

@@ -32,7 +32,7 @@ def register(sub) -> None:
     b.add_argument("dir")
     b.add_argument("--model", choices=EMBEDDED_MODELS, default="reference-tiny", help="default: reference-tiny")
     b.add_argument("--format", choices=FORMATS, default="safetensors",
-                   help="safetensors (vLLM, TGI) or gguf (llama.cpp); default safetensors")  # fmt: skip
+                   help="the format an engine profile reads (its model_format); default safetensors")  # fmt: skip
     b.add_argument("--force", action="store_true")
     b.set_defaults(func=cmd_model_build)
     h = msub.add_parser("hash", help="print a model directory's content hash")

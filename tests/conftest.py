@@ -26,6 +26,24 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
+def _warm(engine) -> None:
+    """One streamed request with logprobs before any test judges the engine: vLLM compiles its logprobs op on the
+    first such request, which on a loaded 2-core machine took longer than the suite's 45 s stream bound (the first
+    case to ask, chat.stream, was then judged on a stream cut by the bound). An answer or an error: either is fine."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {engine.api_key}"} if getattr(engine, "api_key", None) else {}
+    body = {"model": engine.served_name, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+            "temperature": 0, "stream": True, "logprobs": True}  # fmt: skip
+    try:
+        with httpx.Client(base_url=engine.base_url, headers=headers, timeout=180, trust_env=False) as c:
+            with c.stream("POST", "/v1/chat/completions", json=body) as r:
+                for _ in r.iter_bytes():
+                    pass
+    except httpx.HTTPError:
+        pass
+
+
 class _Engines:
     def __init__(self, tmp_factory):
         self.tmp_factory = tmp_factory
@@ -52,6 +70,7 @@ class _Engines:
                 run_dir=self.tmp_factory.mktemp("engine-run"), quiet=True,
             )  # fmt: skip
             start_verified(engine, quiet=True)
+            _warm(engine)
         except Exception as exc:  # noqa: BLE001 - reported as the reason the engine is unavailable
             self.failed[key] = f"engine could not be started: {type(exc).__name__}: {exc}"
             unavailable(self.failed[key])

@@ -17,7 +17,7 @@ from harness.errors import HarnessError, OutputError, RefusedError
 from harness.hashing import tree_hash
 from harness.readers import read_json
 
-__all__ = ["bytes_to_unicode", "dumps", "safetensors_bytes", "build_model_dir"]
+__all__ = ["bytes_to_unicode", "dumps", "safetensors_bytes", "tokenizer_json", "build_model_dir"]
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -51,6 +51,34 @@ def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     hjson = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     hjson += b" " * (-len(hjson) % 8)
     return struct.pack("<Q", len(hjson)) + hjson + b"".join(tensors[n].tobytes() for n in names)
+
+
+def tokenizer_json(vocab: dict[str, int], added: list[dict], post_processor: dict | None) -> dict:
+    """HF `tokenizers` JSON: BPE over the ByteLevel alphabet with no merges (every vocabulary entry beyond the
+    bytes is an added token or a piece only the weights emit), and the model's own post-processor."""
+    level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", **level},
+        "post_processor": post_processor,
+        "decoder": {"type": "ByteLevel", **level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },  # fmt: skip
+    }
 
 
 def _holds_model(directory: Path, names: Iterable[str], shape: dict) -> bool:

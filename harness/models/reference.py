@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.models.bytelevel import build_model_dir, bytes_to_unicode, dumps, safetensors_bytes
+from harness.models.bytelevel import build_model_dir, bytes_to_unicode, dumps, safetensors_bytes, tokenizer_json
 
 __all__ = [
     "REFERENCE_SEED",
@@ -190,33 +190,13 @@ def _tokenizer_json() -> dict:
         for t, i in sorted(SPECIAL_TOKENS.items(), key=lambda kv: kv[1])
     ]
     bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, bos, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {"<s>": {"id": "<s>", "ids": [BOS_ID], "tokens": ["<s>"]}},
-        },
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": [],
-        },
+    post = {
+        "type": "TemplateProcessing",
+        "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, bos, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [BOS_ID], "tokens": ["<s>"]}},
     }
+    return tokenizer_json(vocab, added, post)
 
 
 def reference_files() -> dict[str, bytes]:

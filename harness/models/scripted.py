@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.models.bytelevel import build_model_dir, bytes_to_unicode, dumps, safetensors_bytes
+from harness.models.bytelevel import build_model_dir, bytes_to_unicode, dumps, safetensors_bytes, tokenizer_json
 
 __all__ = [
     "SCRIPTED_MODEL_SPEC",
@@ -442,28 +442,8 @@ def token_kinds() -> list[str]:
 
 def _tokenizer_json() -> dict:
     vocab = {t: i for i, t in enumerate(vocab_strings())}
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": _added_tokens(),
-        "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": [],  # the pieces are never produced by encoding: prompts are bytes, markers and specials
-        },
-    }
+    # the pieces are never produced by encoding: prompts are bytes, markers and specials
+    return tokenizer_json(vocab, _added_tokens(), None)
 
 
 def scripted_files() -> dict[str, bytes]:

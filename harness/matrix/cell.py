@@ -126,7 +126,7 @@ CELL_SHAPE: dict[str, Any] = {
                 }
             ),
             wire_keys=_map_of({"type": "array", "items": {"type": "string"}}),
-            flags=_object(captured=_BOOL, source=_STR, reason=_STR, flags=_map_of({"type": "object"})),
+            flags=_object(captured=_BOOL, source=_STR, revision=_STR, reason=_STR, flags=_map_of({"type": "object"})),
         ),
         "perf": _object(
             scenario=_map_of({}),
@@ -143,12 +143,32 @@ CELL_SHAPE: dict[str, Any] = {
         ),
         "lock": _object(committed=_BOOL, as_of=_STR, cutoff=_STR, locked_at=_STR),
         "drift": _object(of=_STR, packages=_map_of({"type": "array", "items": _STR})),
+        "scripted": _object(
+            args=_list_of({"type": "string"}),
+            chosen=_map_of({"type": ["string", "boolean", "null"]}),
+            notes=_list_of({"type": "string"}),
+            ready_s=_NUM,
+            conformance_s=_NUM,
+            counts=_map_of(_INT),
+            golden_dir=_STR,
+            error=_STR,
+            log_errors=_list_of({"type": "string"}),
+            golden_errors=_map_of({"type": "string"}),
+            golden_diff=_object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
+        ),
         "golden_dir": _STR,
         "golden_diff": _object(baseline=_STR, ok=_BOOL, refused=_STR, counts=_map_of(_INT), prompts=_map_of(_STR)),
         "golden_errors": _map_of({"type": "string"}),
         "metrics_error": _STR,
         # where the cell ran: {"executor": "local"}, or a Ray node's id and address (harness.matrix.executors)
         "ran_on": _object(executor=_STR, node_id=_STR, node_ip=_STR, attempt=_INT),
+        # judged again under a changed expectation file, with no engine started (harness.matrix.rejudge)
+        "rejudged": _object(
+            at=_STR,
+            judged_under_sha256=_STR,
+            entries=_list_of({"type": "string"}),
+            changed=_list_of({"type": "string"}),
+        ),
     },
 }
 
@@ -318,6 +338,14 @@ def failed_cell(
     }
 
 
+def flags_revision(profile: Any) -> str:
+    """Which capture made a cell's flags: the surface format and the engine profile's capture-code revision."""
+    from harness.launch.argsurface import SURFACE_FORMAT
+
+    rev = profile.surface_revision()
+    return f"f{SURFACE_FORMAT}" + (f"-r{rev}" if rev else "")
+
+
 def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) -> dict[str, Any]:
     """The release's argument surface from its own parser, through the engine profile's `argument_surface` and the
     cache of harness/launch/argsurface.py (no engine starts); {"captured": False, "reason"} where it cannot be read."""
@@ -333,7 +361,9 @@ def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) ->
         return {"captured": False, "reason": f"the {manifest.engine.kind} profile has no argument_surface"}
     if env_dir is None or not Path(env_dir).is_dir():
         return {"captured": False, "reason": "no engine environment to read the parser from"}
-    key = f"{manifest.engine.kind}-{manifest.engine.version}-{lock_hash or 'nolock'}"
+    revision = flags_revision(manifest.profile)
+    # the capture code's revision is in the cache key: a new capture code is a new capture, never an old one's cache
+    key = f"{manifest.engine.kind}-{manifest.engine.version}-{lock_hash or 'nolock'}-{revision}"
     try:
         surface = cached_surface(key, lambda: capture(Path(env_dir), manifest.engine.version))
     except SurfaceUnavailable as exc:
@@ -346,6 +376,7 @@ def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) ->
     return {
         "captured": True,
         "source": surface.get("source"),
+        "revision": revision,
         "flags": {
             str(k): {
                 f: v.get(f) for f in ("default", "choices", "nargs", "takes_value", "deprecated") if isinstance(v, dict)
@@ -385,10 +416,12 @@ def _run_cell(
     prompt_sets: list[str] | None = None,
     lock_seconds: float | None = None,
     perf: bool = True,
+    scripted: Any = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Install, launch once, collect, stop; returns the cell (written by the caller). Never raises for the engine.
-    `perf`: the bounded load in rounds after the other stages (the spec's `perf`)."""
+    `perf`: the bounded load in rounds after the other stages (the spec's `perf`). `scripted` (the spec's block):
+    then a second launch with the scripted model and the release's parsers (harness.matrix.scripted)."""
     from harness.envs import ensure_env, env_for
     from harness.golden.prompts import resolve_prompt_sets
     from harness.matrix.apikey import cell_api_key
@@ -467,6 +500,10 @@ def _run_cell(
         observables["wire_keys"] = {}
         side.setdefault("golden_errors", {})["(recording)"] = exc.one_line()
     observables["flags"] = capture_flags(manifest, env.path, key.get("lock_sha256"))
+    scripted_doc: dict[str, Any] | None = None
+    if scripted is not None:
+        with cell_api_key(manifest):
+            scripted_doc = scripted_stage(release, manifest, scripted, observables, work, golden_dir, expectations, say)
     identity = {k: v for k, v in (side.get("identity") or {}).items() if k not in ("base_url", "pid", "log")}
     cell = {
         "format": CELL_FORMAT,
@@ -482,6 +519,7 @@ def _run_cell(
         "timings": timings,
         "observables": observables,
         "perf": side.get("extra"),
+        **({"scripted": scripted_doc} if scripted_doc is not None else {}),
         "golden_dir": f"golden/{release}",
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -492,22 +530,93 @@ def _run_cell(
     return cell
 
 
+def scripted_stage(
+    release: str,
+    manifest: Any,
+    scripted: Any,
+    observables: dict[str, Any],
+    work: Path,
+    golden_dir: Path,
+    expectations: str,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The second launch (harness.matrix.scripted): its verdicts merged into observables["conformance"], its
+    agentic recording's keys into observables["wire_keys"] as "scripted/<endpoint>", the recording kept as
+    golden/<release>/scripted; returns what the cell says of the stage. A stage that fails is said in the cell
+    ("error", with the log's error lines), never the loss of the first launch's observables."""
+    from harness.golden.prompts import resolve_prompt_sets
+    from harness.matrix.scripted import (
+        SCRIPTED_ENDPOINT_PREFIX,
+        merge_cases,
+        scripted_args,
+        scripted_case_ids,
+        scripted_manifest,
+    )
+    from harness.upgrade.collect import collect_side
+
+    args, chosen, notes = scripted_args(scripted.flags, observables.get("flags") or {})
+    stage: dict[str, Any] = {"args": args, "chosen": chosen, "notes": notes}
+    try:
+        m = scripted_manifest(manifest, scripted.model_sha256, scripted.served_name, args)
+        sets = resolve_prompt_sets(list(scripted.prompt_sets))
+    except HarnessError as exc:
+        stage["error"] = exc.one_line()
+        return stage
+    say(f"[{release}] scripted stage: launching with the scripted model {' '.join(args)}")
+    side = collect_side(m, work, sets, expectations=expectations, conformance=True, say=say, keep_good_sets=True,
+                        conformance_ids=scripted_case_ids())  # fmt: skip
+    stage["ready_s"] = side.get("ready_seconds")
+    stage["conformance_s"] = side.get("conformance_seconds")
+    if not side.get("ok"):
+        stage["error"] = str(side.get("error", "engine failed"))
+        stage["log_errors"] = log_findings(work / m.name / "run" / "engine.log")
+        return stage
+    conf = side.get("conformance") or {}
+    if conf.get("available"):
+        cases = conf.get("cases") or {}
+        stage["counts"] = conf.get("counts")
+        observables["conformance"] = merge_cases(observables.get("conformance") or {}, cases)
+    else:
+        stage["error"] = f"conformance: {conf.get('reason')}"
+    if side.get("golden_errors"):
+        stage["golden_errors"] = side["golden_errors"]
+    rec = Path(side["golden_dir"]) if side.get("golden_dir") else None
+    if rec is not None and rec.is_dir():
+        shutil.copytree(rec, golden_dir / "scripted")
+        stage["golden_dir"] = f"golden/{release}/scripted"
+        try:
+            for ep, keys in wire_keys_of(golden_dir / "scripted").items():
+                observables.setdefault("wire_keys", {})[SCRIPTED_ENDPOINT_PREFIX + ep] = keys
+        except HarnessError as exc:
+            stage.setdefault("golden_errors", {})["(recording)"] = exc.one_line()
+    return stage
+
+
+def _diff_or_refusal(base: Path, own: Path, baseline: str, missing: str) -> dict[str, Any]:
+    """The golden diff summary of `own` against `base`, or {"baseline", "refused"} when it cannot be made."""
+    if not (base.is_dir() and own.is_dir()):
+        return {"baseline": baseline, "refused": missing}
+    try:
+        return golden_diff_summary(base, own, baseline)
+    except HarnessError as exc:
+        return {"baseline": baseline, "refused": exc.one_line()}
+
+
 def attach_golden_diff(cell: dict[str, Any], out: Path, baseline: str) -> bool:
-    """Set cell["golden_diff"] against the baseline's recording when both are on disk; True when it changed."""
+    """Set cell["golden_diff"] (and the scripted stage's) against the baseline's recordings; True when it changed."""
     if cell.get("status") != "ran":
         return False
     base_dir, own = Path(out) / "golden" / baseline, Path(out) / "golden" / cell["release"]
-    if not (base_dir.is_dir() and own.is_dir()):
-        new: dict[str, Any] = {"baseline": baseline, "refused": "no recording of the baseline release in this matrix"}
-    else:
-        try:
-            new = golden_diff_summary(base_dir, own, baseline)
-        except HarnessError as exc:
-            new = {"baseline": baseline, "refused": exc.one_line()}
-    if cell.get("golden_diff") == new:
-        return False
+    new = _diff_or_refusal(base_dir, own, baseline, "no recording of the baseline release in this matrix")
+    changed = cell.get("golden_diff") != new
     cell["golden_diff"] = new
-    return True
+    stage = cell.get("scripted")
+    if isinstance(stage, dict) and stage.get("golden_dir"):  # the scripted stage's recording, against the baseline's
+        new_s = _diff_or_refusal(base_dir / "scripted", own / "scripted", baseline,
+                                 "no scripted recording of the baseline release")  # fmt: skip
+        changed = changed or stage.get("golden_diff") != new_s
+        stage["golden_diff"] = new_s
+    return changed
 
 
 def write_cell(out: Path, cell: dict[str, Any]) -> Path:

@@ -1,7 +1,7 @@
 """CLI: `harness lock`, `harness envs list|gc`, `harness matrix`, `harness bisect`.
 
 Exit codes: matrix 0 when every selected cell ran (1 when one failed; `--cell-index`: its cell), `--collect` and
-`--emit` 0; bisect 0 change found, 1 none in the range,
+`--emit` 0, `--rejudge` 0 (1 when a cell could not be re-judged); bisect 0 change found, 1 none in the range,
 2 bad input; lock and envs 0 / 2."""
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def register(sub: Any) -> None:
     p.add_argument("--cell-index", type=int, help="run only the N-th selected release's cell (no pages); 0-based")
     p.add_argument("--collect", nargs="+", metavar="DIR", help="merge the cells of these matrix directories into --out")
     p.add_argument("--force", action="store_true", help="--collect: take the first of conflicting cells")
+    p.add_argument("--rejudge", metavar="OLD.yaml", help="judge DIR's cells again under the spec's expectation file "
+                   "as it is now, no engine started; OLD.yaml: the file as it was when they were made")  # fmt: skip
     p.add_argument("--emit", choices=["k8s-job"], help="print a Kubernetes Indexed Job for the cells; run nothing")
     p.add_argument("--image", help="--emit: the container image (harness and the spec inside; default harness:VER)")
     p.add_argument("--spec-path", help="--emit: the spec's path inside the image (default: as given)")
@@ -166,7 +168,7 @@ _MODE_OPTIONS = {
 def _check_modes(args: argparse.Namespace) -> None:
     """One mode at a time (--emit, --cell-index, --collect, a run), and no option a mode does not use."""
     modes = [m for m, on in (("--emit", args.emit), ("--cell-index", args.cell_index is not None),
-                             ("--collect", args.collect)) if on]  # fmt: skip
+                             ("--collect", args.collect), ("--rejudge", args.rejudge)) if on]  # fmt: skip
     if len(modes) > 1:
         raise UsageError(f"{modes[0]} and {modes[1]} do not go together")
     if args.out is None and not args.emit:
@@ -177,7 +179,7 @@ def _check_modes(args: argparse.Namespace) -> None:
             raise UsageError(f"--{used[0].replace('_', '-')} is an option of --emit")
     if args.executor != "ray" and args.ray_address is not None:
         raise UsageError("--ray-address is an option of --executor ray")
-    if args.executor == "ray" and (args.emit or args.cell_index is not None or args.collect):
+    if args.executor == "ray" and (args.emit or args.cell_index is not None or args.collect or args.rejudge):
         raise UsageError(f"--executor ray runs a whole matrix; not with {modes[0]}")
     if args.ray_retries < 0:
         raise UsageError(f"--ray-retries must be 0 or more, got {args.ray_retries}")
@@ -238,6 +240,22 @@ def _collect(args: argparse.Namespace, spec: Any, say: Any) -> int:
     return 0
 
 
+def _rejudge(args: argparse.Namespace, spec: Any, say: Any) -> int:
+    from harness.matrix.rejudge import rejudge
+
+    if args.releases is not None:
+        raise UsageError("--rejudge judges every cell of DIR the old file judged; --releases is not used")
+    doc = rejudge(spec, Path(args.out), Path(args.rejudge), prompt_sets=args.prompts, say=say)
+    done = doc["rejudge"]
+    n = sum(v.startswith("re-judged") for v in done.values())
+    print(
+        f"matrix: re-judged {n} of {len(done)} cell(s) under {spec.expectations} "
+        f"({sum(v == 'current' for v in done.values())} current, {sum(v.startswith('not') for v in done.values())} "
+        f"not re-judged); {doc['changed_rows']} of {len(doc['rows'])} rows change; {args.out}/matrix.html"
+    )
+    return 1 if any(v.startswith("not") for v in done.values()) else 0
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     from harness.matrix.render import load_cells
     from harness.matrix.run import run_matrix
@@ -262,6 +280,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         return _print_plan(spec, Path(args.out), releases, args)
     if args.collect:
         return _collect(args, spec, say)
+    if args.rejudge:
+        return _rejudge(args, spec, say)
     kw: dict[str, Any] = {}
     if args.executor == "ray":
         from harness.matrix.executors import RayExecutor
@@ -285,26 +305,37 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     actions = doc["run"]["actions"]
     failed = [c["release"] for c in doc["releases"] if c["release"] in releases and c["status"] != "ran"]
     print(
-        f"matrix: {len(releases)} cell(s): {sum(a == 'ran' for a in actions.values())} ran, "
+        f"matrix: {len(actions)} cell(s): {sum(a == 'ran' for a in actions.values())} ran, "
         f"{sum(a == 'reused' for a in actions.values())} reused; {doc['changed_rows']} of {len(doc['rows'])} rows "
         f"change; {args.out}/matrix.html"
     )
     for v in failed:
         c = next(c for c in doc["releases"] if c["release"] == v)
         print(f"  {v}: failed at {c['stage']}: {c['reason']}")
-    return 1 if failed else 0
+    # a drift cell is no column, so it is not in doc["releases"]; its failure counts all the same
+    drift_failed = [
+        d["drift_cell"] for d in doc.get("drift") or [] if d["release"] in releases and d["status"] != "ran"
+    ]
+    for d in drift_failed:
+        print(f"  {d}: failed (see {args.out}/cells/{d}.json)")
+    return 1 if failed or drift_failed else 0
 
 
 def _print_plan(spec: Any, out: Path, releases: list[str], args: argparse.Namespace) -> int:
     from harness.matrix.run import preview_cell
+    from harness.matrix.spec import base_version
     from harness.shown import shown
 
     reuse = 0
-    for v in releases:
+    cells = [
+        *releases,
+        *(d for d in spec.drift_ids if base_version(d) in releases),
+    ]  # a drift cell runs with its release
+    for v in cells:
         reused, why = preview_cell(spec, v, out, retry_failed=args.retry_failed, prompt_sets=args.prompts)
         reuse += reused
         print(f"  {v}: {'reuse' if reused else 'run'} ({shown(why)})")
-    print(f"plan: {len(releases)} cell(s): {len(releases) - reuse} would run, {reuse} would be reused; nothing done")
+    print(f"plan: {len(cells)} cell(s): {len(cells) - reuse} would run, {reuse} would be reused; nothing done")
     return 0
 
 

@@ -107,6 +107,7 @@ def run_on_node(
             prompt_sets=prompt_sets,
             lock_seconds=lock_seconds,
             perf=spec.perf,
+            scripted=spec.scripted,
             say=lambda m: print(m, flush=True),  # the node's worker log
         )
         golden = _read_tree(scratch / "golden" / release)

@@ -295,6 +295,46 @@ def _failed(doc: dict[str, Any]) -> list[str]:
     return parts
 
 
+def lock_said(lock: dict[str, Any] | None) -> str:
+    """A drift entry's lock, in words (both pages say it alike)."""
+    lock = lock or {}
+    return f"as of {lock['cutoff']}" if lock.get("cutoff") else "resolved later, no cutoff"
+
+
+def drift_section(doc: dict[str, Any]) -> list[str]:
+    """Per drift cell: the same release with another lock, so what differs is the dependencies' doing. The rows that
+    differ in a table; the packages whose pins differ folded away (there are often a hundred)."""
+    entries = doc.get("drift") or []
+    if not entries:
+        return []
+    e = _e
+    parts = ['<h2 id="drift">Dependency drift</h2>']
+    for d in entries:
+        locks = d.get("locks") or {}
+        pkgs = d.get("packages") or {}
+        parts.append(
+            f"<p><b>{e(d['release'])}</b> (lock {e(lock_said(locks.get('as_released')))}) against "
+            f"<b>{e(d['drift_cell'])}</b> (the same release, lock {e(lock_said(locks.get('today')))}): "
+            f"{len(d.get('rows') or [])} row(s) differ, {len(pkgs)} package pin(s) differ. Not an engine change.</p>"
+        )
+        if d.get("status") != "ran":
+            parts.append(f'<p class="fail">the drift cell did not run ({e(d.get("status"))})</p>')
+        if d.get("rows"):
+            parts.append('<table class="releases"><tr><th>kind</th><th>id</th><th>as released</th><th>today</th></tr>')
+            parts += [
+                f'<tr><td>{e(r["kind"])}</td><td>{e(r["id"])}</td><td title="{e(r["as_released"])}">'
+                f'{e(r["as_released"])}</td><td title="{e(r["today"])}">{e(r["today"])}</td></tr>'
+                for r in d["rows"]
+            ]
+            parts.append("</table>")
+        if pkgs:
+            lis = "".join(f"<li>{e(n)}: {e(a or '-')} \u2192 {e(b or '-')}</li>" for n, (a, b) in sorted(pkgs.items()))
+            parts.append(
+                f'<details><summary>{len(pkgs)} package pin(s)</summary><ul class="changes">{lis}</ul></details>'
+            )
+    return parts
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
@@ -402,6 +442,10 @@ def _releases_table(doc: dict[str, Any]) -> list[str]:
         if c.get("golden_errors"):
             gold += "; sets not recorded: " + "; ".join(f"{k}: {v}" for k, v in c["golden_errors"].items())
         status = "ran" if c["status"] == "ran" else f"failed at {c['stage']}: {c['reason']}"
+        stage = c.get("scripted") or {}
+        if stage:  # the second launch: its golden diff, and what it could not do
+            gold += f"; scripted: {stage.get('golden') or '-'}"
+            status += "".join(f"; scripted stage: {p}" for p in stage.get("problems") or [])
         cls = "" if c["status"] == "ran" else ' class="fail"'
         inst = f"{c.get('installer') or '?'} {t.get('install_s', '?')} s"
         parts.append(
@@ -429,6 +473,7 @@ def render_html(doc: dict[str, Any]) -> str:
         f"{len(cols)} release(s) with a cell; {doc['changed_rows']} of {len(doc['rows'])} rows change. "
         '<a href="#changes">What changed in each release</a>'
         + (' \u00b7 <a href="#performance">performance</a>' if perf else "")
+        + (' \u00b7 <a href="#drift">dependency drift</a>' if doc.get("drift") else "")
         + ' \u00b7 <a href="#releases">releases</a>.</p>',
     ]
     if doc["not_run"]:
@@ -440,6 +485,7 @@ def render_html(doc: dict[str, Any]) -> str:
     parts += _grid(doc, cols)
     parts += perf
     parts += _changes_by_release(doc, cols)
+    parts += drift_section(doc)
     parts += _releases_table(doc)
     parts.append(f"<p><small>Rendered {e(doc['rendered_at'])} by harness matrix.</small></p></body></html>")
     return "\n".join(parts) + "\n"

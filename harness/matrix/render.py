@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.matrix.cell import load_cell
 from harness.matrix.observe import rows
-from harness.matrix.page import GROUP_ORDER, KIND_TITLES, render_html
+from harness.matrix.page import GROUP_ORDER, KIND_TITLES, lock_said, render_html
 from harness.matrix.spec import MatrixSpec, base_version
 from harness.outputs import atomic_write_text
 from harness.shown import md_code, md_text
@@ -59,7 +59,24 @@ def _column(cell: dict[str, Any]) -> dict[str, Any]:
         "flags_captured": bool(((cell.get("observables") or {}).get("flags") or {}).get("captured")),
         "golden": {k: (cell.get("golden_diff") or {}).get(k) for k in ("baseline", "ok", "counts", "refused")},
         "golden_errors": cell.get("golden_errors") or None,
+        "scripted": _scripted_column(cell.get("scripted")),
         "created_at": cell.get("created_at"),
+    }
+
+
+def _scripted_column(stage: Any) -> dict[str, Any] | None:
+    """What a release column says of its scripted stage: the parsers it ran with, what it could not do, and its
+    golden diff's counts against the baseline's scripted recording."""
+    if not isinstance(stage, dict):
+        return None
+    chosen: dict[str, Any] = stage["chosen"] if isinstance(stage.get("chosen"), dict) else {}
+    problems = [str(stage["error"])] if stage.get("error") else []
+    problems += [str(n) for n in stage.get("notes") or []]
+    diff: dict[str, Any] = stage["golden_diff"] if isinstance(stage.get("golden_diff"), dict) else {}
+    return {
+        "parsers": [str(v) for v in chosen.values() if isinstance(v, str)],
+        "problems": problems or None,
+        "golden": diff.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((diff.get("counts") or {}).items())),
     }
 
 
@@ -199,6 +216,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         gold = g.get("refused") or ", ".join(f"{k} {n}" for k, n in sorted((g.get("counts") or {}).items()))
         if c.get("golden_errors"):
             gold += f"; {len(c['golden_errors'])} set(s) not recorded"
+        if c.get("scripted"):
+            gold += f"; scripted: {c['scripted']['golden'] or '-'}"
+            status += "".join(f"; scripted stage: {_one_line(p, 120)}" for p in c["scripted"]["problems"] or [])
         out.append(
             f"| {md_text(c['release'])} | {md_text(status)} | {md_text(c.get('reported_version') or '-')} | "
             f"{md_text(_or_dash(t.get('ready_s')))} | {md_text(_or_dash(t.get('cell_s')))} | {md_text(_one_line(gold or '-'))} | "
@@ -246,6 +266,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             ]
             ready = (perf.get("ready_s") or {}).get(v, "-")
             out.append(f"| {md_text(v)} | {md_text(ready)} | " + " | ".join(cells) + " |")
+    out += _drift_markdown(doc)
     for kind in [k for k in GROUP_ORDER if k in {r["kind"] for r in doc["rows"]}] + sorted(
         {r["kind"] for r in doc["rows"]} - set(GROUP_ORDER)
     ):
@@ -265,6 +286,34 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 f"{md_text(', '.join(r.get('changes') or []) or '-')} |"
             )
     return "\n".join(out) + "\n"
+
+
+def _drift_markdown(doc: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for d in doc.get("drift") or []:
+        if not out:
+            out += ["", "## Dependency drift", ""]
+        locks, pkgs, rows_ = d.get("locks") or {}, d.get("packages") or {}, d.get("rows") or []
+        as_released, today = (lock_said(locks.get(k)) for k in ("as_released", "today"))
+        out.append(
+            f"{md_text(d['release'])} (lock {md_text(as_released)}) against {md_text(d['drift_cell'])} "
+            f"(the same release, lock {md_text(today)}): {len(rows_)} row(s) differ, {len(pkgs)} package "
+            "pin(s) differ. Not an engine change."
+        )
+        if d.get("status") != "ran":
+            out.append(f"The drift cell did not run ({md_text(d.get('status'))}).")
+        if rows_:
+            out += ["", "| kind | id | as released | today |", "|---|---|---|---|"]
+            out += [
+                f"| {md_text(r['kind'])} | `{md_code(r['id'])}` | {md_text(r['as_released'])} | {md_text(r['today'])} |"
+                for r in rows_
+            ]
+        if pkgs:
+            pins = ", ".join(
+                f"{md_text(n)} {md_text(a or '-')} \u2192 {md_text(b or '-')}" for n, (a, b) in sorted(pkgs.items())
+            )
+            out += ["", f"Package pins: {pins}."]
+    return out
 
 
 def write_pages(spec: MatrixSpec, out: Path) -> dict[str, Any]:

@@ -64,12 +64,21 @@ def lock_for(spec: MatrixSpec, release: str, out: Path) -> Path:
     return committed if committed is not None else Path(out) / "locks" / f"{spec.manifest_stem(release)}.txt"
 
 
-def _model_sha256(spec: MatrixSpec) -> str:
+def _template_field(spec: MatrixSpec, section: str, name: str) -> str:
+    """One field of the manifest template (`model.sha256`, `engine.kind`), "" when it has none."""
     from harness.readers import read_yaml
 
     raw = read_yaml(spec.resolve(spec.template), "manifest template")
-    model = raw.get("model") if isinstance(raw, dict) else None
-    return str(model.get("sha256")) if isinstance(model, dict) else ""
+    part = raw.get(section) if isinstance(raw, dict) else None
+    return str(part.get(name)) if isinstance(part, dict) else ""
+
+
+def _engine_kind(spec: MatrixSpec) -> str:
+    return _template_field(spec, "engine", "kind")
+
+
+def _model_sha256(spec: MatrixSpec) -> str:
+    return _template_field(spec, "model", "sha256")
 
 
 def suite_sha256(expectations: str, prompt_sets: list[str] | None) -> str:
@@ -111,6 +120,8 @@ def config_sha256(spec: MatrixSpec, release: str, suite: str | None = None) -> s
         doc["perf"] = scenario_doc()  # another load is another measurement: a cell made under an older one is stale
     if spec.api_key:
         doc["api_key"] = True  # a cell judged without a key (auth.* skipped) is another cell
+    if spec.scripted is not None:  # the scripted stage's model, parsers and prompt sets
+        doc["scripted"] = spec.scripted.model_dump()
     if suite is not None:
         doc["suite"] = suite
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -227,12 +238,21 @@ class CellJob:
     locked_at: str | None = None  # when the driver made the lock (None: it was there)
 
 
-def cell_key(spec: MatrixSpec, release: str, lock: Path, prompt_sets: list[str] | None, *, stale: bool) -> CellKey:
+def cell_key(
+    spec: MatrixSpec,
+    release: str,
+    lock: Path,
+    prompt_sets: list[str] | None,
+    *,
+    stale: bool,
+    expectations: str | Path | None = None,
+) -> CellKey:
     """The key a cell of `release` must carry to be reused: the lock's hash (None while there is no usable lock),
-    the model's, the config's and the harness version."""
+    the model's, the config's and the harness version. `expectations`: another expectation file in place of the
+    spec's (the key a cell judged under that file carries: harness.matrix.rejudge)."""
     from harness.envs import lock_sha256
 
-    config = config_sha256(spec, release, suite_sha256(spec.expectations, prompt_sets))
+    config = config_sha256(spec, release, suite_sha256(str(expectations or spec.expectations), prompt_sets))
     return make_key(lock_sha256(lock) if lock.is_file() and not stale else None, _model_sha256(spec), config)
 
 
@@ -325,6 +345,7 @@ def run_job_here(
         prompt_sets=prompt_sets,
         lock_seconds=job.lock_seconds,
         perf=spec.perf,
+        scripted=spec.scripted,
         say=say,
     )
     cell.setdefault("ran_on", {"executor": "local"})
@@ -375,13 +396,21 @@ def _fill_lock_records(spec: MatrixSpec, release: str, cell: dict[str, Any], loc
 
 
 def _fill_flags(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path, out: Path) -> bool:
-    """A reused cell whose flags were not captured gets them now when the release's environment is on disk (the
-    parser runs in it; nothing is installed and no engine starts). True when the cell changed."""
+    """A reused cell whose flags were not captured, or were captured by another capture code than this harness's
+    (the revision it names is another), gets them now when the release's environment is on disk (the parser runs in
+    it; nothing is installed and no engine starts). A cell that names no revision predates the record and is left:
+    checking it would render its manifest into DIR on every run. True when the cell changed."""
+    from harness.engines import PROFILES
     from harness.envs import env_for
-    from harness.matrix.cell import capture_flags
+    from harness.matrix.cell import capture_flags, flags_revision
 
     obs = cell.get("observables")
-    if cell.get("status") != "ran" or not isinstance(obs, dict) or (obs.get("flags") or {}).get("captured"):
+    if cell.get("status") != "ran" or not isinstance(obs, dict):
+        return False
+    had = obs.get("flags") or {}
+    profile = PROFILES.get(_engine_kind(spec))
+    if had.get("captured") and (had.get("revision") is None or (profile is not None and had["revision"] ==
+                                                                 flags_revision(profile))):  # fmt: skip
         return False
     try:
         manifest = render_manifest(spec, release, lock, str(cell["key"]["lock_sha256"]), out / "manifests")
@@ -391,7 +420,7 @@ def _fill_flags(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path
     if not env.marker.is_file():
         return False
     flags = capture_flags(manifest, env.path, cell["key"]["lock_sha256"])
-    if not flags.get("captured"):
+    if not flags.get("captured") or flags == had:
         return False
     obs["flags"] = flags
     return True

@@ -163,6 +163,34 @@ class Drift(_Strict):
     _v = field_validator("version", mode="before")(classmethod(lambda cls, v: _version(v)))
 
 
+_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]{0,60}")
+_FLAG_VALUE = re.compile(r"[A-Za-z0-9_.-]{1,60}")
+
+
+class Scripted(_Strict):
+    """The scripted stage of every cell (harness.matrix.scripted): a second launch with the embedded scripted model,
+    pinned by hash, and per parser flag the values to try in order ([] for a switch); a release gets the first value
+    its own argument surface offers."""
+
+    model_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    served_name: str = Field(default="tiny-scripted", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    flags: dict[str, list[str]] = Field(default_factory=dict, max_length=10)
+    prompt_sets: list[str] = Field(default_factory=lambda: ["agentic"], max_length=10)
+
+    @field_validator("flags")
+    @classmethod
+    def _flags(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for flag, values in v.items():
+            if not _FLAG.fullmatch(flag):
+                raise ValueError(f"not a long option: {flag[:60]!r}")
+            for value in values:
+                if not _FLAG_VALUE.fullmatch(value):
+                    raise ValueError(f"{flag}: not a parser name: {value[:60]!r}")
+            if len(values) > 10:
+                raise ValueError(f"{flag}: at most 10 values to try")
+        return v
+
+
 def _drift_entries(v: Any) -> Any:
     return [{"version": e} if isinstance(e, str) else e for e in v] if isinstance(v, list) else v
 
@@ -187,6 +215,8 @@ class MatrixSpec(_Strict):
     # every cell's engine runs with a key (server.api_key_env MATRIX_API_KEY_ENV), so the auth.* rows say how each
     # release guards /v1, /health and /metrics; false keeps cells made without one valid
     api_key: bool = True
+    # a second launch per cell with the scripted model and the release's parsers (null: none)
+    scripted: Scripted | None = None
     path: Path | None = Field(default=None, exclude=True)
 
     _d = field_validator("drift", mode="before")(classmethod(lambda cls, v: _drift_entries(v)))

@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["collect_side"]
 
 
-def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
-    """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations`, or
-    {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to the upgrade report."""
+def _run_conformance(engine: Any, expectations: str, ids: list[str] | None = None) -> dict[str, Any]:
+    """Per-case verdicts of the conformance suite (harness.conformance.runner) under `expectations` (`ids`: those
+    cases only), or {"available": False, "reason"} when it cannot run. A broken suite is reported, never fatal to
+    the upgrade report."""
     try:
         from harness.conformance.case import provided_by
         from harness.conformance.expectations import load_expectations
@@ -49,7 +50,8 @@ def _run_conformance(engine: Any, expectations: str) -> dict[str, Any]:
             engine=engine,
             provides=provided_by(m),
         )
-        report = run_suite_sync(ctx, engine_info={"name": m.name, "kind": m.engine.kind, "version": m.engine.version})
+        info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version}
+        report = run_suite_sync(ctx, engine_info=info, ids=ids)
         cases = {}
         for r in report.results:
             d = r.to_dict()
@@ -93,12 +95,14 @@ def collect_side(
     say: Callable[[str], None],
     keep_good_sets: bool = False,
     extra: Callable[[Any], Any] | None = None,
+    conformance_ids: list[str] | None = None,
 ) -> Side:
     """Launch one engine and collect everything the comparison needs. Never raises for an engine failure.
 
     keep_good_sets (the matrix): a golden set that fails is left out of the recording and named in
     side["golden_errors"], and the other stages still run; otherwise (an upgrade) a recording is all or nothing.
-    extra(engine) (the matrix's perf stage) runs last against the live engine; its result is side["extra"]."""
+    extra(engine) (the matrix's perf stage) runs last against the live engine; its result is side["extra"].
+    conformance_ids: only those cases (the matrix's scripted stage)."""
     from harness.golden.record import record_with_engine
     from harness.launch.session import launch
     from harness.metrics.surface import surface_from_text
@@ -147,7 +151,7 @@ def collect_side(
             if conformance:
                 say(f"[{manifest.name}] conformance suite under expectations {expectations}")
                 t = time.perf_counter()
-                side["conformance"] = _run_conformance(engine, expectations)
+                side["conformance"] = _run_conformance(engine, expectations, conformance_ids)
                 side["conformance_seconds"] = round(time.perf_counter() - t, 2)
             else:
                 side["conformance"] = {"available": False, "reason": "not run (--no-conformance)"}

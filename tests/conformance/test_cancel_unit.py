@@ -50,3 +50,44 @@ def test_connections_the_server_dropped_are_a_failure(exc_type):
     got = run_cancel_cases(exc_type)
     for r in got.values():
         assert r.verdict == "fail" and r.behaviour == "stream-ended-early", r
+
+
+class _SlowStream(httpx.AsyncByteStream):
+    """A completion stream that sends `chunks` data events, then nothing more (a starved server)."""
+
+    def __init__(self, chunks: int):
+        self.chunks = chunks
+
+    async def __aiter__(self):
+        for k in range(self.chunks):
+            yield b'data: {"choices": [{"index": 0, "text": "t%d", "finish_reason": null}]}\n\n' % k
+        await asyncio.sleep(30)
+
+    async def aclose(self):
+        pass
+
+
+def run_slow_mid_stream(chunks: int):
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/completions" and b'"stream": true' in request.content:
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_SlowStream(chunks))
+        if request.url.path == "/v1/completions":
+            return httpx.Response(200, json={"choices": [{"text": "abcd"}], "usage": {"completion_tokens": 4}})
+        return handler_raising(httpx.ConnectError)(request)
+
+    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(handler),
+                  max_stream_s=0.5)  # fmt: skip
+    [r] = asyncio.run(run_suite(ctx, patterns=["cancel.mid-stream"])).results
+    return r
+
+
+def test_a_stream_the_harness_bound_closed_after_data_was_left_mid_stream():
+    r = run_slow_mid_stream(3)  # cut point 20, but only 3 events came before the bound: the client left mid-stream
+    assert r.verdict == "pass", r
+    assert r.extra["cut_by_bound"] == 1
+
+
+def test_a_stream_with_no_data_by_the_bound_fails_and_says_what_it_saw():
+    r = run_slow_mid_stream(0)
+    assert r.verdict == "fail" and r.behaviour == "stream-ended-early", r
+    assert "stream 0 of 1 (cut after 20 data events): timeout after" in r.note and "with 0 data event(s)" in r.note

@@ -117,6 +117,27 @@ def test_a_stream_that_ends_as_if_complete_fails():
     assert chk.status is Verdict.FAIL and chk.behaviours == ("stream-ended-as-complete",)
 
 
+def finished_stream(end_s: float = 0.2) -> Trace:
+    """Every token asked for had been generated before the kill; the client read the end of it after (it was behind)."""
+    return stream(after=[{**text("end"), "choices": [{**text("end")["choices"][0], "finish_reason": "length"}]}],
+                  done=True, end_s=end_s)  # fmt: skip
+
+
+def test_a_stream_generated_whole_before_the_kill_is_not_judged():
+    assert stream_end(finished_stream(), KILL) == ("finished", 0.2)
+    chk = judge(run([finished_stream(), errored_stream()]))
+    assert chk.status is Verdict.PASS, chk
+    assert [s["end"] for s in chk.extra["streams"]] == ["finished", "error-event"]
+    assert "error-event x1, finished x1" in chk.note
+    # an answer cut by the death that still claims [DONE] without that finish is the failure it always was
+    assert judge(run([finished_stream(), stream(done=True)])).behaviours == ("stream-ended-as-complete",)
+
+
+def test_when_every_stream_was_generated_whole_before_the_kill_nothing_is_judged():
+    chk = judge(run([finished_stream(), finished_stream()]))
+    assert chk.status is Verdict.ERROR and "none was in flight at the engine" in chk.note
+
+
 def test_the_expectation_narrows_the_allowed_endings():
     only_errors = judge(run([closed()]), stream_ends=["error-event"])
     assert only_errors.behaviours == ("stream-closed-without-error",)

@@ -210,3 +210,97 @@ def test_log_findings_keep_the_root_cause_far_above_the_tail(tmp_path):
     )
     assert log_findings(log) == [cause, "RuntimeError: Engine core initialization failed."]
     assert log_findings(tmp_path / "missing.log") == []
+
+
+def _fake_env(tmp_path, monkeypatch):
+    import harness.envs
+
+    marker = tmp_path / "env" / "harness-env.json"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text("{}")
+    fake_env = type("Env", (), {"marker": marker, "path": marker.parent})()
+    monkeypatch.setattr(harness.envs, "env_for", lambda m: fake_env)
+    return fake_env
+
+
+def test_flags_are_captured_again_under_another_capture_code_never_from_its_cache(tmp_path, monkeypatch):
+    """The capture code's revision is in the surface cache key and in the cell: a new capture code reads the parser
+    again (a cell once took an older capture's cached surface, without the parser registries' names)."""
+    from harness.engines import PROFILES
+    from harness.launch.argsurface import SURFACE_FORMAT
+    from harness.manifest import load_manifest
+    from harness.matrix.cell import capture_flags, flags_revision
+
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    m = load_manifest(REPO / "manifests" / "vllm-0.11.0-cpu.yaml")
+    calls: list[str] = []
+
+    def surface(runtime, release):
+        calls.append(release)
+        return {
+            "format": SURFACE_FORMAT,
+            "source": "parser",
+            "flags": {"--x": {"default": len(calls), "choices": None}},
+        }
+
+    monkeypatch.setattr(type(PROFILES["vllm"]), "argument_surface", lambda self, r, v: surface(r, v))
+    first = capture_flags(m, tmp_path, "a" * 64)
+    assert capture_flags(m, tmp_path, "a" * 64) == first and len(calls) == 1  # cached
+    assert first["revision"] == flags_revision(m.profile) and first["revision"].startswith("f")
+    monkeypatch.setattr(type(PROFILES["vllm"]), "surface_revision", lambda self: "another")
+    again = capture_flags(m, tmp_path, "a" * 64)
+    assert len(calls) == 2 and again["revision"].endswith("-ranother") and again["flags"]["--x"]["default"] == 2
+
+
+def test_a_reused_cell_whose_flags_another_capture_made_gets_them_again_when_its_env_is_here(tmp_path, monkeypatch):
+    import harness.matrix.cell as cell_mod
+    from harness.engines import PROFILES
+    from harness.matrix.run import plan_cell
+
+    _fake_env(tmp_path, monkeypatch)
+    now = cell_mod.flags_revision(PROFILES["vllm"])
+    fresh = {"captured": True, "source": "parser", "revision": now, "flags": {"--x": {"choices": ["a", "b"]}}}
+    captures: list[int] = []
+    monkeypatch.setattr(cell_mod, "capture_flags", lambda *a, **k: captures.append(1) or fresh)
+    spec_path = write_spec(tmp_path, ["0.11.0"])
+    spec = load_spec(spec_path)
+    out = tmp_path / "m"
+    from harness.matrix.run import cell_key, lock_for
+
+    key = cell_key(spec, "0.11.0", lock_for(spec, "0.11.0", out), None, stale=False)
+    old = cell("0.11.0", key=dict(key), flags={"--x": {"choices": None}})
+    old["observables"]["flags"]["revision"] = "f1-rolder"  # another capture code's
+    (out / "cells").mkdir(parents=True)
+    (out / "cells" / "0.11.0.json").write_text(json.dumps(old))
+    _, action, _ = plan_cell(spec, "0.11.0", out, say=lambda s: None)
+    assert action == "reused" and captures == [1]
+    assert load_cell(out, "0.11.0")["observables"]["flags"] == fresh
+    before = (out / "cells" / "0.11.0.json").read_bytes()
+    plan_cell(spec, "0.11.0", out, say=lambda s: None)
+    assert captures == [1] and (out / "cells" / "0.11.0.json").read_bytes() == before  # this capture's: kept
+
+
+def test_a_failed_drift_cell_is_counted_printed_and_fails_the_run(tmp_path, monkeypatch, capsys):
+    import functools
+
+    import harness.matrix.run as run_mod
+    from harness.matrix.cell import failed_cell
+    from tests.matrix.helpers import LOCK
+
+    spec = write_spec(tmp_path, ["1.0.0", "1.1.0"], extra=f"drift:\n  - {{version: 1.0.0, lock: {LOCK}}}\n")
+    out = tmp_path / "m"
+    assert main(["matrix", str(spec), "--out", str(out), "--plan"]) == 0
+    assert "plan: 3 cell(s): 3 would run, 0 would be reused" in capsys.readouterr().out  # the drift cell is planned
+    manifests: list[str] = []
+
+    def runner(release, manifest, key, out, **kw):
+        manifests.append(manifest.path.name)
+        if "drift" in manifest.path.name:  # the drift cell runs its base release under its own manifest
+            return failed_cell(release, key, "launch", "engine exited with code 1", "boom")
+        return cell(release, key=key)
+
+    monkeypatch.setattr(run_mod, "run_matrix", functools.partial(run_mod.run_matrix, runner=runner))
+    assert main(["matrix", str(spec), "--out", str(out)]) == 1  # a drift cell is no column, but its failure counts
+    printed = capsys.readouterr().out
+    assert "matrix: 3 cell(s): 3 ran, 0 reused" in printed and "1.0.0+drift: failed" in printed
+    assert sorted(manifests) == ["synth-1.0.0-drift.yaml", "synth-1.0.0.yaml", "synth-1.1.0.yaml"]

@@ -272,3 +272,30 @@ def test_a_perf_stage_whose_server_is_gone_is_a_finding_not_a_crash(tmp_path):
         port = s.getsockname()[1]
     doc = run_perf(_Engine(f"http://127.0.0.1:{port}"), tmp_path, ready_s=None, say=lambda m: None)
     assert doc["error"].startswith("round 1: ") and doc["rounds"] == [] and doc["figures"] == {}
+
+
+def test_the_pages_show_the_drift_a_reader_would_otherwise_find_only_in_matrix_json(tmp_path):
+    from harness.matrix.render import write_pages
+
+    spec = load_spec(write_spec(tmp_path, ["1.0.0"], extra="drift: [1.0.0]\n"))
+    out = tmp_path / "out"
+    released = perf_cell("1.0.0", (100, 95, 105), cases={"x.case": {"verdict": "pass", "behaviours": []}})
+    today = perf_cell("1.0.0+drift", (100, 96, 104), cases={"x.case": {"verdict": "fail", "behaviours": ["t"]}})
+    today["drift"] = {"of": "1.0.0", "packages": {"openai": ["2.1.0", "3.57.0"], "<b>x</b>": [None, "1"]}}
+    write_cells(out, [released, today])
+    doc = write_pages(spec, out)
+    [d] = doc["drift"]
+    assert [(r["kind"], r["id"]) for r in d["rows"]] == [("case", "x.case")]
+    md = (out / "matrix.md").read_text()
+    section = md[md.index("## Dependency drift") :]
+    assert (
+        "1 row(s) differ, 2 package pin(s) differ" in section and "| case | `x.case` | pass | fail \\[t\\] |" in section
+    )
+    assert "openai 2.1.0 \u2192 3.57.0" in section
+    page = (out / "matrix.html").read_text()
+    assert 'id="drift"' in page and 'href="#drift"' in page
+    assert (
+        '<td>x.case</td><td title="pass">pass</td><td title="fail [t]">fail [t]</td>' in page
+        and "<summary>2 package pin(s)</summary>" in page
+    )
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page  # a package name is text, never markup

@@ -68,12 +68,19 @@ async def run_cancellation(
     unsent = [t for t in traces if t.ended == "error" and t.failure == "unsent"]
     if unsent:
         return errored(f"{len(unsent)} of {len(traces)} streams got no response: {unsent[0].error}")
-    not_cancelled = [i for i, t in enumerate(traces) if t.ended != "cancel"]
+    # A stream the harness's own bound closed after its first data event was left by the client mid-stream too, only
+    # later than planned (a starved client or server): it counts as cut, and the evidence says how many were.
+    cut_by_bound = [i for i, t in enumerate(traces) if t.ended == "timeout" and t.data_events()]
+    not_cancelled = [i for i, t in enumerate(traces) if t.ended != "cancel" and i not in cut_by_bound]
     if not_cancelled:
-        t = traces[not_cancelled[0]]
+        i = not_cancelled[0]
+        t = traces[i]
+        took = "" if t.t_end_ns is None else f" after {(t.t_end_ns - t.t_start_ns) / 1e9:.1f}s"
         return failed(
-            "stream-ended-early", "still streaming at the cut point", t.ended, note=t.error or f"status {t.status}"
-        )
+            "stream-ended-early", "still streaming at the cut point", t.ended,
+            note=f"stream {i} of {len(traces)} (cut after {cut_points[i]} data events): {t.ended}{took} with "
+                 f"{len(t.data_events())} data event(s); {t.error or f'status {t.status}'}",
+        )  # fmt: skip
     at_cancel = await _values(ctx, [gen] if gen else [])
     # after the disconnect three things are judged on their own: the gauges, the counter, the engine's health
     dev = Deviations()
@@ -81,6 +88,8 @@ async def run_cancellation(
     if not ok:
         dev.add("not-back-to-baseline", base, vals, note=f"after {dt:.1f}s")
     evidence = {"settled_s": round(dt, 2)}
+    if cut_by_bound:
+        evidence["cut_by_bound"] = len(cut_by_bound)
     if gen:
         after = await _values(ctx, [gen])
         await asyncio.sleep(0.5)

@@ -10,8 +10,16 @@ too, the expectation file's `fault: {engine-death: {...}}` (defaults below): eve
 event (or an error response) or a closed connection (`stream_ends` narrows which), within `streams_end_within_s` of the
 kill, never as if complete and never by hanging; after an error event nothing but [DONE] follows; `/health` stops
 answering 200 within `health_down_within_s`. What the identity endpoint and /v1/models say meanwhile, and whether the
-server process exited, are recorded (extra), not judged. The judging part is the pure `judge_engine_death` over a
-`DeathRun` (traces and polls with monotonic timestamps), so recorded runs are judged as live ones.
+server process exited, are recorded (extra), not judged.
+
+The kill comes only when a stream is known to be unfinished at the engine: once every stream has a chunk, the worker
+is frozen (SIGSTOP), the client reads what the engine had already made, and the worker is killed (SIGKILL) if a stream
+is still open; if none is (on a loaded machine the client and the server run seconds behind the tiny model's engine,
+which makes 900 tokens in about 2 s), the worker is let go on, and new streams are tried, up to ATTEMPTS rounds. A
+stream that still ends by `finish_reason: length` had been generated whole before the kill and is not judged.
+
+The judging part is the pure `judge_engine_death` over a `DeathRun` (traces and polls with monotonic timestamps), so
+recorded runs are judged as live ones.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from harness.client import Timeouts, Trace
 from harness.conformance.cases.integrity import judge_after_error
 from harness.conformance.model import Check, Deviations, Level, errored, passed, skipped
 from harness.conformance.registry import case
-from harness.conformance.view import from_trace
+from harness.conformance.view import choices, from_trace
 from harness.procs import pid_alive
 
 __all__ = ["DEFAULTS", "DeathRun", "Poll", "find_workers", "read_cmdlines", "stream_end", "judge_engine_death"]
@@ -42,8 +50,10 @@ DEFAULTS: dict[str, Any] = {
     "stream_ends": ["error-event", "closed"],
 }
 LONG_TOKENS = 900  # far more than the few seconds before the kill produce (with the expectation's long_request extras)
-CHUNKS_BEFORE_KILL = 2  # each stream has streamed this many chunks (or the start bound passed) when the worker dies
-START_WITHIN_S = 30.0
+START_WITHIN_S = 30.0  # each stream has streamed a chunk (or this bound passed) when the worker is frozen
+DRAIN_QUIET_S = 1.0  # the frozen engine's last words: no event for this long means the client has read them
+DRAIN_MAX_S = 10.0
+ATTEMPTS = 3  # rounds of streams tried until one is still open, unfinished, when the worker is frozen
 EXIT_WAIT_S = 15.0  # how long the case watches for the server process to exit after the worker's death (recorded)
 
 
@@ -97,8 +107,10 @@ def find_workers(cmdlines: Mapping[int, str], server_pid: int | None, pattern: s
 
 def stream_end(trace: Trace, t_kill_ns: int) -> tuple[str, float | None]:
     """How a stream ended and how many seconds after the kill: `error-event` (an error event, or an error response),
-    `closed` (the connection ended without [DONE]), `complete` ([DONE] and no error: it looks like a whole answer),
-    `hung` (still open at the harness's bound, or a read that timed out)."""
+    `closed` (the connection ended without [DONE]), `finished` ([DONE] after `finish_reason: length`: every token
+    asked for was generated, so the engine had finished it before the kill and it was not in flight there),
+    `complete` ([DONE], no error and no such finish: it looks like a whole answer), `hung` (still open at the
+    harness's bound, or a read that timed out)."""
     after = None if trace.t_end_ns is None else (trace.t_end_ns - t_kill_ns) / 1e9
     if trace.ended in ("timeout", "limit", "") or (trace.ended == "disconnect" and trace.failure == "timeout"):
         return "hung", after
@@ -108,7 +120,8 @@ def stream_end(trace: Trace, t_kill_ns: int) -> tuple[str, float | None]:
     if any("error" in o for _, o in view.objects()):
         return "error-event", after
     if "done" in view.kinds:
-        return "complete", after
+        reasons = [c.get("finish_reason") for _, o in view.objects() for c in choices(o)]
+        return ("finished" if "length" in reasons else "complete"), after
     return "closed", after
 
 
@@ -134,6 +147,8 @@ def judge_engine_death(run: DeathRun, spec: Mapping[str, Any]) -> Check:
         ends.append({"end": how, "after_s": None if after is None else round(after, 3), "ended": t.ended,
                      "error": (t.error or "")[:200],
                      "chunks_before_kill": sum(1 for e in t.events if e.kind == "data" and e.t_ns < run.t_kill_ns)})  # fmt: skip
+        if how == "finished":  # generated whole before the kill; what was still in the server's or client's buffers
+            continue
         want = f"stream {i}: an error event or a closed connection within {end_bound:g}s of the kill"
         if how == "hung":
             dev.add("stream-hung", want, f"{t.ended or 'open'} {after if after is None else round(after, 1)}s", i)
@@ -161,6 +176,9 @@ def judge_engine_death(run: DeathRun, spec: Mapping[str, Any]) -> Check:
     counts: dict[str, int] = {}
     for e in ends:
         counts[e["end"]] = counts.get(e["end"], 0) + 1
+    if counts.get("finished") == len(ends):
+        return errored(f"all {len(ends)} stream(s) open at the kill had been generated whole before it "
+                       "(finish_reason length): none was in flight at the engine, not judged")  # fmt: skip
     pids = ", ".join(str(w.get("pid")) for w in run.workers)
     exited = "still running" if run.server_exit is None else f"exited {run.server_exit} after {run.server_exit_s}s"
     note = (f"killed {pids}; {len(flying)} in-flight stream(s): "
@@ -207,14 +225,39 @@ async def _poll_health(ctx, client, t_kill_ns: int, bound_s: float) -> list[Poll
     return polls
 
 
-def _kill(pids: list[int]) -> list[int]:
-    gone = []
+def _watch(seen: dict[int, Trace], i: int):
+    def on_events(t: Trace) -> bool:
+        seen[i] = t
+        return False  # never leave: the stream is watched, not cut
+
+    return on_events
+
+
+def _signal(pids: list[int], sig: signal.Signals) -> list[int]:
+    """Send `sig` to each pid still there; the pids it reached."""
+    reached = []
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
+            reached.append(pid)
         except ProcessLookupError:
-            gone.append(pid)
-    return gone
+            pass
+    return reached
+
+
+async def _drain(seen: dict[int, Trace], tasks: list[asyncio.Future]) -> float:
+    """Wait until the client has read what the (frozen) engine had made: every stream ended, or no event came for
+    DRAIN_QUIET_S (at most DRAIN_MAX_S). The seconds it took."""
+    t0 = last_change = time.monotonic()
+    count = -1
+    while time.monotonic() - t0 < DRAIN_MAX_S and not all(t.done() for t in tasks):
+        now_count = sum(len(t.events) for t in seen.values())
+        if now_count != count:
+            count, last_change = now_count, time.monotonic()
+        elif time.monotonic() - last_change >= DRAIN_QUIET_S:
+            break
+        await asyncio.sleep(0.05)
+    return round(time.monotonic() - t0, 3)
 
 
 @case(
@@ -245,38 +288,46 @@ async def engine_death(ctx) -> Check:
     n = int(spec["streams"])
     extras = {**ctx.extra("long_request"), **dict(spec.get("request") or {})}
     body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **extras)
-    bound = START_WITHIN_S + end_bound + 5.0  # the whole exchange: a stream still open then is `hung`
+    bound = START_WITHIN_S + DRAIN_MAX_S + end_bound + 5.0  # the whole exchange: a stream still open then is `hung`
     streams_client = ctx.new_client(ctx.api_key, timeout=Timeouts(connect=START_WITHIN_S, read=bound).to_httpx())
     probe_client = ctx.new_client(ctx.api_key, timeout=5.0)
     # /health is the engine's own state: behind a gateway it is polled at the engine (the streams go through it)
     health_client = ctx.new_engine_client(timeout=5.0)
-    seen: dict[int, Trace] = {}
-
-    def watch(i: int):
-        def on_events(t: Trace) -> bool:
-            seen[i] = t
-            return False  # never leave: the stream is watched, not cut
-
-        return on_events
-
-    tasks = [
-        asyncio.ensure_future(
-            ctx.record(streams_client, "POST", "/v1/completions", json=body, stop_after=watch(i), max_duration_s=bound)
-        )
-        for i in range(n)
-    ]
+    tasks: list[asyncio.Future] = []
+    frozen: list[int] = []
     try:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < START_WITHIN_S:
-            started = [i in seen and len(seen[i].data_events()) >= CHUNKS_BEFORE_KILL for i in range(n)]
-            if all(s or tasks[i].done() for i, s in enumerate(started)):
+        attempts: list[dict[str, Any]] = []
+        for _ in range(ATTEMPTS):
+            seen: dict[int, Trace] = {}
+            tasks = [
+                asyncio.ensure_future(ctx.record(streams_client, "POST", "/v1/completions", json=body,
+                                                 stop_after=_watch(seen, i), max_duration_s=bound))
+                for i in range(n)
+            ]  # fmt: skip
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < START_WITHIN_S:
+                if all((i in seen and seen[i].data_events()) or tasks[i].done() for i in range(n)):
+                    break
+                await asyncio.sleep(0.05)
+            if not any(i in seen and seen[i].data_events() for i in range(n)):
+                return errored(f"no stream started within {START_WITHIN_S:g}s: the engine was not killed")
+            # Freeze the worker, then let the client read what it had made: a stream still open after that is
+            # one the engine had not finished (a loaded machine puts seconds between the engine and the client).
+            frozen = _signal(targets, signal.SIGSTOP)
+            drained_s = await _drain(seen, tasks)
+            in_flight = [not task.done() for task in tasks]
+            attempts.append({"drained_s": drained_s, "open_after_drain": sum(in_flight)})
+            if any(in_flight):
                 break
-            await asyncio.sleep(0.05)
-        in_flight = [not task.done() for task in tasks]
-        if not any(i in seen and seen[i].data_events() for i in range(n)):
-            return errored(f"no stream started within {START_WITHIN_S:g}s: the engine was not killed")
+            _signal(frozen, signal.SIGCONT)
+            frozen = []
+            await asyncio.gather(*tasks, return_exceptions=True)
+        else:
+            return errored(f"in {ATTEMPTS} attempts every stream had been generated whole before the worker could be "
+                           f"stopped ({attempts}): the engine was not killed")  # fmt: skip
         t_kill = time.monotonic_ns()
-        gone = _kill(targets)
+        gone = sorted(set(targets) - set(_signal(targets, signal.SIGKILL)))
+        frozen = []
         if gone:
             return errored(f"the worker process(es) {gone} had exited before the kill")
         health_task = asyncio.ensure_future(_poll_health(ctx, health_client, t_kill, health_bound))
@@ -300,8 +351,10 @@ async def engine_death(ctx) -> Check:
         )  # fmt: skip
         chk = judge_engine_death(run, spec)
         chk.extra["left_for_stop"] = len(eng.local_pids())  # processes of the group the launcher's stop() removes
+        chk.extra["attempts"] = attempts
         return chk
     finally:
+        _signal(frozen, signal.SIGCONT)  # a case that ends early never leaves the worker stopped
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -24,7 +24,15 @@ from harness.conformance.model import Check, Deviations, absent_problem, failed,
 from harness.conformance.registry import case
 from harness.conformance.typedstream import TypedStream, end_problem, typed_stream
 
-__all__ = ["MESSAGES", "message_text", "judge_order", "judge_indexes", "judge_final_delta", "judge_ends"]
+__all__ = [
+    "MESSAGES",
+    "message_text",
+    "judge_order",
+    "judge_indexes",
+    "judge_final_delta",
+    "judge_ends",
+    "judge_tool_use_turns",
+]
 
 MESSAGES = "/v1/messages"
 PROMPT = "Say hello."
@@ -40,19 +48,24 @@ def request(ctx, **kw: Any) -> dict[str, Any]:
     return body
 
 
-def headers(ctx) -> dict[str, str]:
-    """As Anthropic's clients send them: the key in x-api-key (never as a bearer token), and the API version."""
+def headers(ctx, *, bearer: bool = True) -> dict[str, str]:
+    """As Anthropic's clients send them: the API version, and the key in x-api-key and (bearer) as a bearer token
+    too, as the anthropic SDK does given both `api_key` and `auth_token` (Claude Code's ANTHROPIC_AUTH_TOKEN):
+    vLLM's key check reads only `Authorization`, and a case about the message must not read the key check's 401.
+    x-api-key alone is `messages.auth.x-api-key`'s question."""
     out = {"anthropic-version": ANTHROPIC_VERSION}
     if ctx.api_key:
         out["x-api-key"] = ctx.api_key
+        if bearer:
+            out["Authorization"] = f"Bearer {ctx.api_key}"
     return out
 
 
-async def post(ctx, body: dict[str, Any], path: str = MESSAGES, **kw: Any) -> Trace:
-    """POST as an Anthropic client does: its own client, with no Authorization header, the key in x-api-key."""
+async def post(ctx, body: dict[str, Any], path: str = MESSAGES, *, bearer: bool = True, **kw: Any) -> Trace:
+    """POST as an Anthropic client does: its own client, the key as `headers` puts it."""
     client = ctx.new_client(None)
     try:
-        return await ctx.record(client, "POST", path, json=body, headers=headers(ctx), **kw)
+        return await ctx.record(client, "POST", path, json=body, headers=headers(ctx, bearer=bearer), **kw)
     finally:
         await client.aclose()
 
@@ -419,9 +432,10 @@ def judge_envelope(t: Trace) -> Check:
 async def x_api_key(ctx) -> Check:
     if not ctx.api_key:
         return skipped("the server is checked without an API key")
-    ok = await ctx.probe("messages.create")
-    if (absent := absent_problem(ok, f"POST {MESSAGES}")) is not None:
+    served = await ctx.probe("messages.create")  # with the key as a bearer token too: is the route there at all
+    if (absent := absent_problem(served, f"POST {MESSAGES}")) is not None:
         return absent
+    ok = await post(ctx, request(ctx), bearer=False, sse=False)  # the key in x-api-key alone
     dev = Deviations()
     if ok.status != 200:
         dev.add("x-api-key-refused", 200, ok.status, note=ok.body[:160].decode("utf-8", "replace"))
@@ -439,8 +453,8 @@ async def x_api_key(ctx) -> Check:
 # -- the anthropic SDK ---------------------------------------------------------------------------------------------
 
 
-@case("sdk.anthropic.messages", "the anthropic SDK's messages.create and messages.stream read the server (key in "
-      "x-api-key); the stream's final message has the streamed text")  # fmt: skip
+@case("sdk.anthropic.messages", "the anthropic SDK's messages.create and messages.stream read the server (a key as "
+      "its auth_token); the stream's final message has the streamed text")  # fmt: skip
 async def sdk_messages(ctx) -> Check:
     try:
         import anthropic
@@ -452,8 +466,11 @@ async def sdk_messages(ctx) -> Check:
     from harness.client.bridge import httpx2_client
 
     # the SDK wants an httpx2 client: one that sends through this suite's own (recorded, bounded) client
-    client = anthropic.AsyncAnthropic(base_url=ctx.base_url, api_key=ctx.api_key or "none", max_retries=0,
-                                      http_client=httpx2_client(ctx.new_client(None)))  # fmt: skip
+    # with a key, as the SDK's auth_token (a bearer token, Claude Code's ANTHROPIC_AUTH_TOKEN): this SDK takes one
+    # credential, and vLLM's key check reads only `Authorization`; x-api-key alone is messages.auth.x-api-key's
+    credential = {"auth_token": ctx.api_key} if ctx.api_key else {"api_key": "none"}
+    client = anthropic.AsyncAnthropic(base_url=ctx.base_url, **credential,
+                                      max_retries=0, http_client=httpx2_client(ctx.new_client(None)))  # fmt: skip
     dev = Deviations()
     msgs: Any = [{"role": "user", "content": PROMPT}]
     try:
@@ -509,15 +526,26 @@ def judge_tool_use(msg: Any) -> Check:
 @case("messages.tools.tool-use", "with tools offered, a scripted model's tool call is a tool_use block, and a "
       "tool_result turn is accepted", needs=(SCRIPTED_MODEL,))  # fmt: skip
 async def tool_use(ctx) -> Check:
-    doc, problem = _answer(await post(ctx, request(ctx, tools=[WEATHER_TOOL], max_tokens=64), sse=False))
-    if problem:
-        return problem
-    chk = judge_tool_use(doc)
+    first = await post(ctx, request(ctx, tools=[WEATHER_TOOL], max_tokens=64), sse=False)
+    chk = judge_tool_use_turns(first)
     if chk.status.value != "pass":
         return chk
+    doc, _ = first.body_json()
     use = next(b for b in doc["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
     turn = [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": doc["content"]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"],
                                           "content": json.dumps({"weather": "sunny"})}]}]  # fmt: skip
-    nxt, problem = _answer(await post(ctx, request(ctx, tools=[WEATHER_TOOL], messages=turn), sse=False))
+    return judge_tool_use_turns(first, await post(ctx, request(ctx, tools=[WEATHER_TOOL], messages=turn), sse=False))
+
+
+def judge_tool_use_turns(first: Trace, second: Trace | None = None) -> Check:
+    """`first`: the answer with the tool offered (a tool_use turn); `second`: the answer to its tool_result turn,
+    judged once the first passes (None: not sent yet, the first's verdict stands)."""
+    doc, problem = _answer(first)
+    if problem:
+        return problem
+    chk = judge_tool_use(doc)
+    if chk.status.value != "pass" or second is None:
+        return chk
+    nxt, problem = _answer(second)
     return problem or judge_message(nxt, MAX_TOKENS)

@@ -55,6 +55,12 @@ def _has_markers(text: Any) -> bool:
     return isinstance(text, str) and any(m in text for m in THINK_MARKERS)
 
 
+def _without_markers(text: str) -> str:
+    for m in THINK_MARKERS:
+        text = text.replace(m, "")
+    return text
+
+
 def judge_split(message: dict, reasoning: str, answer: str) -> Check:
     """The reasoning block is in a reasoning field, the answer alone in content, no think marker in either."""
     content = message.get("content")
@@ -115,7 +121,11 @@ def judge_reasoning_stream(view: StreamView, reasoning: str, answer: str) -> Che
         return failed(tag, reasoning, c_text[:300])
     if _has_markers(c_text):
         dev.add("think-markers-in-content", "content without <think> markers", c_text[:300])
-    if r_text.strip() != reasoning:
+    if _has_markers(r_text):
+        # a parser that passes a delta holding <think> and more text on whole (vLLM's qwen3 when deltas coalesce,
+        # which they do when the server falls behind the engine): the marker is the deviation, not the text
+        dev.add("think-markers-in-reasoning", "reasoning deltas without <think> markers", r_text[:300])
+    if _without_markers(r_text).strip() != reasoning:
         dev.add("stream-reasoning-differs", reasoning, r_text)
     if c_text.strip() != answer:
         dev.add("stream-content-differs", answer, c_text)

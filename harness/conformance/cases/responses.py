@@ -27,7 +27,17 @@ from harness.conformance.model import Check, Deviations, absent_problem, failed,
 from harness.conformance.registry import case
 from harness.conformance.typedstream import TypedStream, end_problem, typed_stream
 
-__all__ = ["RESPONSES", "response_text", "judge_order", "judge_sequence", "judge_ids", "judge_deltas", "judge_ends"]
+__all__ = [
+    "RESPONSES",
+    "response_text",
+    "judge_order",
+    "judge_sequence",
+    "judge_ids",
+    "judge_deltas",
+    "judge_ends",
+    "judge_stream_matches",
+    "judge_function_call",
+]
 
 RESPONSES = "/v1/responses"
 PROMPT = "Say hello."
@@ -340,8 +350,14 @@ _stream_case("events", "each event's `event:` line is its type, and each event v
 
 @case("responses.stream.matches-create", "at temperature 0 the streamed text is the non-streamed text")
 async def stream_matches(ctx) -> Check:
-    s, problem = _stream_answer(await ctx.probe("responses.stream"))
-    doc, problem2 = _answer(await ctx.probe("responses.create"))
+    stream = await ctx.probe("responses.stream")
+    return judge_stream_matches(stream, await ctx.probe("responses.create"))
+
+
+def judge_stream_matches(stream: Trace, create: Trace) -> Check:
+    """`stream`: the streamed answer to the prompt; `create`: the non-streamed one."""
+    s, problem = _stream_answer(stream)
+    doc, problem2 = _answer(create)
     if problem or problem2:
         return problem or problem2  # type: ignore[return-value]
     assert s is not None
@@ -597,7 +613,11 @@ WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "The w
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}  # fmt: skip
 
 
-def judge_function_call(resp: Any) -> Check:
+def judge_function_call(trace: Trace) -> Check:
+    """The answer with the tool offered: a function_call item with a call_id and JSON arguments."""
+    resp, problem = _answer(trace)
+    if problem:
+        return problem
     items = [i for i in (resp.get("output") or []) if isinstance(i, dict)] if isinstance(resp, dict) else []
     calls = [i for i in items if i.get("type") == "function_call"]
     if not calls:
@@ -621,6 +641,5 @@ def judge_function_call(resp: Any) -> Check:
     needs=(SCRIPTED_MODEL,),
 )
 async def tools_call(ctx) -> Check:
-    doc, problem = _answer(await ctx.post(RESPONSES, request(ctx, tools=[WEATHER_TOOL], max_output_tokens=64),
-                                          sse=False))  # fmt: skip
-    return problem or judge_function_call(doc)
+    return judge_function_call(await ctx.post(RESPONSES, request(ctx, tools=[WEATHER_TOOL], max_output_tokens=64),
+                                              sse=False))  # fmt: skip

@@ -10,6 +10,12 @@ The judges are pure functions over a response document or a StreamView (tests fe
 
     judge_message(message, finish_reason, calls)   the non-streamed message: ids, type, names, arguments, content
     judge_stream(view, calls)                      the streamed delta contract, per tool-call index
+    judge_parallel_false(message)                  parallel_tool_calls false: at most one call
+    judge_choice_none(message)                     tool_choice none: no call, no markup in content
+    judge_required(message)                        tool_choice required: a well-formed call
+    judge_required_cut(finish_reason)              tool_choice required cut by max_tokens: finish_reason length
+    judge_named(message)                           a named tool_choice: only that tool is called
+    judge_result_answer(message, finish_reason)    the answer after a tool result
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ __all__ = [
     "judge_stream_equals_message",
     "judge_id",
     "judge_sdk_calls",
+    "judge_parallel_false",
+    "judge_choice_none",
+    "judge_required",
+    "judge_required_cut",
+    "judge_named",
+    "judge_result_answer",
     "streamed_calls",
     "message_of",
     "needs_scripted",
@@ -388,9 +400,12 @@ async def auto_parallel_false(ctx) -> Check:
         return skip
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL, TIME_TOOL], parallel_tool_calls=False), sse=False)
     msg, _, problem = message_of(t)
-    if problem is not None:
-        return problem
-    n = len([tc for tc in (msg or {}).get("tool_calls") or [] if isinstance(tc, dict)])
+    return problem or judge_parallel_false(msg or {})
+
+
+def judge_parallel_false(message: dict) -> Check:
+    """The answer to parallel_tool_calls false with two tools offered (the script calls both): at most one call."""
+    n = len([tc for tc in message.get("tool_calls") or [] if isinstance(tc, dict)])
     if n > 1:
         return failed("parallel-not-honoured", "at most 1 tool call", n)
     return passed(f"{n} tool call(s)")
@@ -411,14 +426,16 @@ async def choice_none(ctx) -> Check:
     if (skip := needs_scripted(ctx)) is not None:
         return skip
     msg, _, problem = message_of(await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL], tool_choice="none"), sse=False))
-    if problem is not None:
-        return problem
-    m = msg or {}
-    if m.get("tool_calls"):
-        return failed("tool-call-despite-none", "no tool_calls", m.get("tool_calls"))
-    if _markup(m.get("content")):
-        return failed("tool-markup-in-content", "content without tool-call markup", m.get("content"))
-    return passed(repr(m.get("content"))[:80])
+    return problem or judge_choice_none(msg or {})
+
+
+def judge_choice_none(message: dict) -> Check:
+    """The answer to tool_choice none with a tool offered: no tool call, and no tool-call markup in content."""
+    if message.get("tool_calls"):
+        return failed("tool-call-despite-none", "no tool_calls", message.get("tool_calls"))
+    if _markup(message.get("content")):
+        return failed("tool-markup-in-content", "content without tool-call markup", message.get("content"))
+    return passed(repr(message.get("content"))[:80])
 
 
 def _names(msg: dict) -> list[Any]:
@@ -435,12 +452,15 @@ async def choice_required(ctx) -> Check:
         return skip
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL], tool_choice="required"), sse=False)
     msg, _, problem = message_of(t)
-    if problem is not None:
-        return problem
-    names = _names(msg or {})
+    return problem or judge_required(msg or {})
+
+
+def judge_required(message: dict) -> Check:
+    """The answer to tool_choice required: at least one tool call, each with a JSON object as its arguments."""
+    names = _names(message)
     if not names:
-        return failed("required-not-enforced", ">= 1 tool call", (msg or {}).get("content"))
-    for tc in (msg or {}).get("tool_calls") or []:
+        return failed("required-not-enforced", ">= 1 tool call", message.get("content"))
+    for tc in message.get("tool_calls") or []:
         _, bad = _arguments((tc.get("function") or {}).get("arguments"))
         if bad:
             return failed(bad, "a JSON object as a string", (tc.get("function") or {}).get("arguments"))
@@ -456,10 +476,14 @@ async def choice_required_cut(ctx) -> Check:
     body = {**_body(ctx, [WEATHER_TOOL], tool_choice="required"), "max_tokens": CUT_TOKENS}
     t = await ctx.post(CHAT, body, sse=False)
     msg, finish, problem = message_of(t)
-    if problem is not None:
-        return problem  # e.g. status-400: the server blames the client for the length it asked for
-    if finish != "length":
-        return failed(f"finish-reason-{finish}", "length", finish, note=f"max_tokens {CUT_TOKENS}")
+    # a problem is e.g. status-400: the server blames the client for the length it asked for
+    return problem or judge_required_cut(finish)
+
+
+def judge_required_cut(finish_reason: Any) -> Check:
+    """The answer to tool_choice required with max_tokens CUT_TOKENS (far short of the call): finish_reason length."""
+    if finish_reason != "length":
+        return failed(f"finish-reason-{finish_reason}", "length", finish_reason, note=f"max_tokens {CUT_TOKENS}")
     return passed(f"cut at {CUT_TOKENS} tokens, finish_reason length")
 
 
@@ -470,14 +494,17 @@ async def choice_named(ctx) -> Check:
     named = {"type": "function", "function": {"name": "get_time"}}
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL, TIME_TOOL], tool_choice=named), sse=False)
     msg, _, problem = message_of(t)
-    if problem is not None:
-        return problem
-    names = _names(msg or {})
+    return problem or judge_named(msg or {})
+
+
+def judge_named(message: dict) -> Check:
+    """The answer to tool_choice get_time with both tools offered: only get_time calls, with JSON object arguments."""
+    names = _names(message)
     if not names:
-        return failed("named-not-enforced", "a get_time call", (msg or {}).get("content"))
+        return failed("named-not-enforced", "a get_time call", message.get("content"))
     if any(n != "get_time" for n in names):
         return failed("named-not-enforced", ["get_time"], names)
-    for tc in (msg or {}).get("tool_calls") or []:
+    for tc in message.get("tool_calls") or []:
         _, bad = _arguments((tc.get("function") or {}).get("arguments"))
         if bad:
             return failed(bad, "a JSON object as a string", (tc.get("function") or {}).get("arguments"))
@@ -501,20 +528,23 @@ async def result_turn(ctx) -> Check:
     ]
     t = await ctx.post(CHAT, ctx.chat(messages=history, tools=[WEATHER_TOOL], max_tokens=MAX_TOKENS), sse=False)
     answer, finish, problem = message_of(t)
-    if problem is not None:
-        return problem
-    a = answer or {}
-    content = a.get("content")
-    if a.get("tool_calls"):
-        return failed("tool-call-after-result", "an answer", a.get("tool_calls"))
+    return problem or judge_result_answer(answer or {}, finish)
+
+
+def judge_result_answer(message: dict, finish_reason: Any) -> Check:
+    """The answer to the turn that ends with the tool's result: the script's sentence in content, finish stop."""
+    content = message.get("content")
+    if message.get("tool_calls"):
+        return failed("tool-call-after-result", "an answer", message.get("tool_calls"))
     if not isinstance(content, str) or content.strip() != ANSWERS["after_tool"]:
-        reasoning = next((a[f] for f in ("reasoning", "reasoning_content") if isinstance(a.get(f), str)), "")
+        fields = ("reasoning", "reasoning_content")
+        reasoning = next((message[f] for f in fields if isinstance(message.get(f), str)), "")
         if ANSWERS["after_tool"] in reasoning:  # a reasoning parser that starts in reasoning mode took the answer
             return failed("answer-in-reasoning", {"content": ANSWERS["after_tool"]},
                           {"content": content, "reasoning": reasoning})  # fmt: skip
         return failed("answer-mismatch", ANSWERS["after_tool"], content)
-    if finish != "stop":
-        return failed(f"finish-reason-{finish}", "stop", finish)
+    if finish_reason != "stop":
+        return failed(f"finish-reason-{finish_reason}", "stop", finish_reason)
     return passed(repr(content))
 
 

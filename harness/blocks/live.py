@@ -25,7 +25,6 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import httpx
@@ -111,7 +110,8 @@ def does_not_apply(engine: EngineProfile | str | None, checks: Sequence[str] | N
 
 MAX_BODY_BYTES = 16 << 20  # /metrics of one engine is tens of KB; a completion of a few hundred tokens less
 TIMEOUT_S = 30.0  # whole-response bound of a scrape (completions get 300 s)
-SIDE_TIMEOUTS = Timeouts.total(5.0)  # the usage poller and the concurrent senders: httpx's default, 5 s per phase
+MAX_SAMPLES = 3000  # usage scrapes kept per stream: at ~40 KB each, bounded at ~120 MB
+SIDE_TIMEOUTS = Timeouts.total(5.0)  # the usage poller: httpx's default, 5 s per phase
 
 
 def _fetch(client: httpx.Client, method: str, url: str, *, json: object = None, timeout: float | None = None) -> bytes:
@@ -210,7 +210,9 @@ def _tokens(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(0, 256) for _ in range(n)]
 
 
-def _complete(client: httpx.Client, base_url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
+def _complete(
+    client: httpx.Client, base_url: str, model: str, prompt: list[int] | list[list[int]], max_tokens: int
+) -> dict:
     return _fetch_json(
         client,
         "POST",
@@ -246,7 +248,7 @@ def check_usage_single_stream(
     max_tokens: int = 600,
     seed: int | None = None,
     poll_s: float = 0.01,
-    attempts: int = 5,
+    attempts: int = 8,
     engine: EngineProfile | str | None = None,
 ) -> Verdict:
     if (na := _not_applicable("usage", engine)) is not None:
@@ -333,20 +335,26 @@ def _usage_trace(
     """Stream one completion while a second connection polls the usage gauge (`gauge`, the profile's kv_usage).
 
     Returns the samples as (chunks received so far, used blocks) and the used blocks after it finished."""
-    samples: list[tuple[int, int]] = []
+    texts: list[tuple[int, bytes]] = []
     received = [0]
-    done = threading.Event()
+    polling, done = threading.Event(), threading.Event()
 
     def poll():
+        # Only fetch here and parse afterwards: parsing a scrape costs more than fetching it, and every scrape
+        # saved is one more chance to see the peak, which lasts one block of decode steps (tens of ms when
+        # the engine is fast or the machine busy).
         with make_sync_client(timeout=SIDE_TIMEOUTS) as c:
             while not done.is_set():
-                u = scrape(c, base_url).value(gauge) or 0.0
-                samples.append((received[0], round(u * denom)))
+                if len(texts) >= MAX_SAMPLES:  # a stream that outlasts its tokens must not fill memory with scrapes
+                    break
+                texts.append((received[0], _fetch(c, "GET", f"{base_url}/metrics")))
+                polling.set()
                 time.sleep(poll_s)
 
     t = threading.Thread(target=poll, daemon=True)
     t.start()
     try:
+        polling.wait(TIMEOUT_S)  # a warm poller before the request leaves: a first, cold scrape can outlast it
         with client.stream(
             "POST",
             f"{base_url}/v1/completions",
@@ -370,6 +378,9 @@ def _usage_trace(
     finally:
         done.set()
         t.join()
+    samples = [
+        (n, round((parse_exposition(text.decode("utf-8", "replace")).value(gauge) or 0.0) * denom)) for n, text in texts
+    ]
     time.sleep(0.3)
     after = round((scrape(client, base_url).value(gauge) or 0.0) * denom)
     return samples, after
@@ -490,32 +501,22 @@ def check_preemptions(
     prompts = [_tokens(rng, prompt_tokens) for _ in range(requests)]
     _complete(client, base_url, model, _tokens(rng, 8), 1)  # warm-up: the first request of a cold engine is slow
     p0 = _settled(client, base_url, counter)
-    clients = [make_sync_client(timeout=SIDE_TIMEOUTS) for _ in prompts]
-    gate = threading.Barrier(requests)
-
-    def send(i: int) -> dict:
-        clients[i].get(f"{base_url}/health")  # connect before the gate so the requests leave together
-        gate.wait()
-        return _complete(clients[i], base_url, model, prompts[i], max_tokens)
-
-    try:
-        with ThreadPoolExecutor(requests) as pool:
-            list(pool.map(send, range(requests)))
-    finally:
-        for c in clients:
-            c.close()
+    # One request carrying every prompt: the server hands them to the engine together, so they are admitted in
+    # one step as the simulator assumes. Separate connections reach it spread over as many steps as a busy
+    # machine makes of them, and then fewer run at once than the cache was sized to overflow.
+    _complete(client, base_url, model, prompts, max_tokens)
     p1 = _settled(client, base_url, counter, p0 + sim.preemptions)
     measured = int(p1 - p0)
     agree = measured == sim.preemptions
     why = (
-        f"{requests} concurrent requests x ({prompt_tokens} prompt + {max_tokens} output) on "
+        f"{requests} prompts in one request x ({prompt_tokens} prompt + {max_tokens} output) on "
         f"{n_blocks - 1} usable blocks of {bs}: simulator predicts {sim.preemptions} preemptions "
         f"(all arriving in one step), engine counted {measured}"
     )
     if not agree:
         why += (
-            "; DISAGREE: the simulator admits all requests in the same step, while HTTP requests reach the "
-            "engine spread over several steps, which changes who is running when the cache fills"
+            "; DISAGREE: the simulator admits all requests in the same step; an engine that admitted them over "
+            "several steps changes who is running when the cache fills"
             if measured and sim.preemptions
             else "; DISAGREE"
         )

@@ -23,6 +23,7 @@ from harness.conformance.cases import messages as msg_cases
 from harness.conformance.cases import responses as resp_cases
 from harness.conformance.cases import tools as tool_cases
 from harness.conformance.cases.auth import judge_open, judge_refusal
+from harness.conformance.cases.cancel import AfterCut, judge_after_cut
 from harness.conformance.cases.errors import judge_error, judge_in_stream
 from harness.conformance.cases.fields import judge_best_of
 from harness.conformance.cases.http import ATTEMPTS, judge_keepalive
@@ -39,7 +40,7 @@ from harness.conformance.cases.requests import (
 )
 from harness.conformance.cases.stream import judge_continuous_usage, judge_n2
 from harness.conformance.expectations import load_expectations, resolve
-from harness.conformance.model import Check
+from harness.conformance.model import Check, passed
 from harness.conformance.suite import all_cases
 from harness.conformance.typedstream import typed_stream
 from harness.conformance.view import StreamView, from_chunks, from_trace
@@ -255,7 +256,23 @@ VLLM_AUTH: dict[str, Row] = {
                        "empty-error-body"),
 }  # fmt: skip
 
+
+def after_cut(*, settled_s: float | None, grown: float, left: float = 27000, still: float = 0) -> AfterCut:
+    """What 32 streams' series showed after the client left them (vLLM's gauges back at 0 when settled)."""
+    gauges = {"vllm:num_requests_running": 0.0 if settled_s is not None else 5.0, "vllm:kv_cache_usage_perc": 0.0}
+    base = {"vllm:num_requests_running": 0.0, "vllm:kv_cache_usage_perc": 0.0}
+    return AfterCut(32, base, gauges, settled_s, settled_s is not None and settled_s <= 5, grown, still, left)
+
+
 VLLM_011: dict[str, Row] = {
+    # 5 of 32 streams stopped only after 9 s (2400 tokens of the 27000 left); streams that ran to the end are another
+    # shape (a server that ignores the disconnect)
+    "cancel.concurrent-32": (
+        lambda obs: judge_after_cut(obs, 64, 5.0).check(passed()),
+        after_cut(settled_s=9.0, grown=2400),
+        after_cut(settled_s=31.0, grown=26500),
+        "kept-generating",
+    ),
     "completions.stream.no-extra-fields": (
         shape("completions.stream.no-extra-fields"),
         [completion(prompt_token_ids=[1, 2]), completion(prompt_token_ids=None, finish="length")],
@@ -747,11 +764,43 @@ def v11_coalesced_think_stream(*, leak_end: bool = False) -> list[dict]:
     return [first, *body, chunk("", role=None, id="chatcmpl-v", finish="stop"), think_usage(11, id="chatcmpl-v")]
 
 
+def v11_coalesced_parallel_stream(*, last_fragment: str = '"Europe/Paris"}}') -> list[dict]:
+    """vLLM 0.11.0's tools.auto.parallel-stream answer when deltas coalesce (seen in a run on a loaded machine): the
+    hermes streaming parser sends the second call's closing brace twice, so its fragments concatenate to
+    '{"timezone": "Europe/Paris"}}'. `last_fragment`: what the second call's arguments end with instead."""
+    first = chunk("", id="chatcmpl-v")
+
+    def tc(index: int, **fields: Any) -> dict:
+        c = chunk(None, role=None, id="chatcmpl-v", tool_calls=[{"index": index, **fields}])
+        return c
+
+    def opening(index: int, script: tuple[str, Any]) -> dict:
+        return tc(index, id=V11_IDS[index], type="function", function={"name": script[0], "arguments": ""})
+
+    body = [
+        piece("reasoning_content", V11_THINK2["reasoning_content"], id="chatcmpl-v"),
+        piece("content", "\n\n", id="chatcmpl-v"),
+        opening(0, WEATHER),
+        tc(0, function={"arguments": '{"city": "Paris"'}),
+        tc(0, function={"arguments": ', "unit": "celsius"}'}),
+        opening(1, TIME),
+        tc(1, function={"arguments": '{"timezone": '}),
+        tc(1, function={"arguments": last_fragment}),
+    ]
+    return [first, *body, chunk(None, role=None, id="chatcmpl-v", finish="tool_calls")]
+
+
 def on_reasoning_stream(t: Trace) -> Check:
     return judge_reasoning_stream(from_trace(t), REASONING["think"], ANSWERS["think"])
 
 
 SCRIPTED_011: dict[str, Row] = {
+    # the second call's closing brace sent twice when deltas coalesce (conditional: one token per delta is valid JSON);
+    # fragments that are JSON but not the script's arguments are another shape
+    "tools.auto.parallel-stream": (lambda t: tool_cases.judge_stream(from_trace(t), TOOL_CALLS["parallel"]),
+                                   sse(v11_coalesced_parallel_stream()),
+                                   sse(v11_coalesced_parallel_stream(last_fragment='"Europe/Berlin"}')),
+                                   "arguments-mismatch"),
     # <think> in the first reasoning delta when deltas coalesce (conditional: one token per delta shows none); the
     # </think> marker in content is another shape
     "reasoning.stream": (on_reasoning_stream, sse(v11_coalesced_think_stream()),

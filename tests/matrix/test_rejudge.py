@@ -117,3 +117,24 @@ def test_rejudge_of_a_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "nope.yaml is not a file" in err and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in (out / "cells").iterdir()} == before
+
+
+def test_a_drift_cell_is_rejudged_with_the_release_cells(tmp_path, capsys):
+    """A drift cell (the same release locked as of today) was judged under the same file: left out, a run would start
+    it again although only the expectation file changed."""
+    from tests.matrix.helpers import LOCK
+
+    old = _old_file(tmp_path)
+    spec_path = write_spec(tmp_path, ["0.11.0"])
+    spec_path.write_text(spec_path.read_text() + f"drift:\n  - {{version: 0.11.0, lock: {LOCK}}}\n")
+    spec, out = load_spec(spec_path), tmp_path / "m"
+    cells = []
+    for v in ("0.11.0", "0.11.0+drift"):
+        key = cell_key(spec, v, lock_for(spec, v, out), None, stale=False, expectations=old)
+        cells.append(cell(v, cases=json.loads(json.dumps(CASES)), key=dict(key)))
+    write_cells(out, cells)
+    assert main(["matrix", str(spec_path), "--out", str(out), "--rejudge", str(old)]) == 0
+    assert "[0.11.0+drift] re-judged: 1 verdict(s) changed (reasoning.stream)" in capsys.readouterr().err
+    assert _cell(out, "0.11.0+drift")["observables"]["conformance"]["cases"]["reasoning.stream"]["verdict"] == "quirk"
+    assert main(["matrix", str(spec_path), "--out", str(out), "--plan"]) == 0
+    assert "0 would run, 2 would be reused" in capsys.readouterr().out

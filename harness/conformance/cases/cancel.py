@@ -1,8 +1,9 @@
 """Cancellation: when the client leaves, the server stops the work.
 
-Judged on the series the expectation file names (`cancellation:`): the generated-tokens counter stops growing
-(at most `bound_tokens` per stream after the disconnect), the running gauge and the KV-usage gauge return to
-their baseline within `settle_s`, and the engine still answers correctly afterwards.
+Judged on the series the expectation file names (`cancellation:`): the running gauge and the KV-usage gauge return to
+their baseline within `settle_s` and the generated-tokens counter grows by at most `bound_tokens` per stream after the
+disconnect (else `late-cancel`, when the work still stopped well short of the end, or `kept-generating`, when the
+streams ran to the end or never settled within `LATE_MAX_S`), and the engine still answers correctly afterwards.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import dataclass
 
 from harness.client import Timeouts
 from harness.conformance.model import Check, Deviations, errored, failed, passed, skipped
@@ -20,6 +22,12 @@ LONG_TOKENS = 900
 # scheduled (seen on 2 cores with vLLM 0.32.0 pinning its worker to one of them: normal-priority processes stalled
 # 2-6 s while a real-time one did not). Wait that out instead of blaming the server's cancellation.
 STREAM_TIMEOUT = Timeouts(connect=30.0, read=60.0)
+ATTEMPTS = 3
+# A server slow to notice a disconnect (seen: vLLM 0.11.0 with 5 of 32 streams still generating 5.5 s after the
+# client left, on a loaded machine) gets this long to stop before the case says it never did; the tokens it
+# generated meanwhile tell a late stop from none: at least RAN_OUT of what the streams had left is "ran to the end".
+LATE_MAX_S = 60.0
+RAN_OUT = 0.9
 
 
 async def _values(ctx, names: list[str]) -> dict:
@@ -27,8 +35,11 @@ async def _values(ctx, names: list[str]) -> dict:
     return {n: s.value(n) for n in names} if s.ok else {}
 
 
-async def _settle(ctx, gauges: dict[str, float], timeout_s: float) -> tuple[bool, dict, float]:
-    t0 = time.monotonic()
+async def _settle(
+    ctx, gauges: dict[str, float], timeout_s: float, started: float | None = None
+) -> tuple[bool, dict, float]:
+    """Poll until every gauge is at most its baseline: (settled, the last values, seconds since `started`)."""
+    t0 = time.monotonic() if started is None else started
     while True:
         vals = await _values(ctx, list(gauges))
         if vals and all(vals.get(n) is not None and vals[n] <= b + 1e-9 for n, b in gauges.items()):
@@ -38,6 +49,47 @@ async def _settle(ctx, gauges: dict[str, float], timeout_s: float) -> tuple[bool
         await asyncio.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class AfterCut:
+    """What the series showed after the client left: the raw observations `judge_after_cut` reads."""
+
+    streams: int
+    baseline: dict
+    gauges: dict  # the last values read
+    settled_s: float | None  # seconds until the gauges were back at baseline; None: not within LATE_MAX_S
+    # seen back within settle_s (a poll that saw them busy after settle_s makes it late; time this client itself
+    # was not scheduled, with no poll in it, does not)
+    in_time: bool
+    grown: float | None  # tokens generated from the cut until then (None: no counter series)
+    still_growing: float | None  # tokens generated in the 0.5 s after that
+    left: float | None  # tokens the streams had still to generate when the client left (None: not known)
+
+
+def judge_after_cut(obs: AfterCut, bound: int, settle_s: float) -> Deviations:
+    """Stopped in time (nothing), stopped late (`late-cancel`), or not stopped: ran to the end, still growing
+    when idle, or never back to baseline (`kept-generating`, `not-back-to-baseline`)."""
+    dev = Deviations()
+    allowed = bound * obs.streams
+    grown = obs.grown or 0
+    if obs.settled_s is None:
+        dev.add("not-back-to-baseline", obs.baseline, obs.gauges, note=f"after {LATE_MAX_S:g}s")
+    ran_out = obs.grown is not None and bool(obs.left) and grown >= RAN_OUT * (obs.left or 0)
+    if ran_out or (obs.still_growing or 0) > 0 or (obs.settled_s is None and grown > allowed):
+        dev.add(
+            "kept-generating", f"<= {allowed} tokens after the disconnect", obs.grown,
+            note=f"{'ran to the end: ' if ran_out else ''}{grown:g} tokens after the disconnect of "
+                 f"{'?' if obs.left is None else f'{obs.left:g}'} left; still growing while idle: {obs.still_growing}",
+        )  # fmt: skip
+    elif obs.settled_s is not None and (not obs.in_time or grown > allowed):
+        dev.add(
+            "late-cancel", f"back to baseline within {settle_s:g}s, <= {allowed} tokens after the disconnect",
+            {"settled_s": obs.settled_s, "tokens_after_disconnect": obs.grown},
+            note=f"stopped late: back to baseline after {obs.settled_s:g}s, {grown:g} tokens after the disconnect"
+                 f"{'' if obs.left is None else f' of {obs.left:g} left'}",
+        )  # fmt: skip
+    return dev
+
+
 async def _one(ctx, body: dict, after_chunks: int, path: str = "/v1/completions"):
     def stop(t) -> bool:
         return sum(1 for e in t.events if e.kind == "data") >= after_chunks
@@ -45,14 +97,47 @@ async def _one(ctx, body: dict, after_chunks: int, path: str = "/v1/completions"
     return await ctx.record(ctx.client, "POST", path, json=body, stop_after=stop, timeout=STREAM_TIMEOUT)
 
 
+def _limit(body: dict) -> int | None:
+    """The output tokens the request asks for, under whichever name its endpoint uses."""
+    for k in ("max_tokens", "max_output_tokens", "max_completion_tokens"):
+        if isinstance(body.get(k), int):
+            return body[k]
+    return None
+
+
 async def run_cancellation(
     ctx, cut_points: list[int], path: str = "/v1/completions", body: dict | None = None
 ) -> Check:
     """Streams of `body` (default: a long completion) to `path`, each cut after its number of data events; then the
-    expectation file's series must show the work stopped."""
+    expectation file's series must show the work stopped.
+
+    A client starved for seconds (2 cores shared with the engine) may read its cut point only after the engine has
+    generated the whole answer into the socket: then a server that ignores the disconnect looks like one that honours
+    it. The generated-tokens counter tells: such an attempt is tried again, and after `ATTEMPTS` the case is an error
+    (not judged), never a pass."""
     spec = ctx.exp.cancellation
     if not spec:
         return skipped("the expectation file declares no cancellation series")
+    if body is None:
+        body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
+    outrun: list[str] = []
+    for _ in range(ATTEMPTS):
+        check = await _cancel_once(ctx, spec, cut_points, path, body)
+        if isinstance(check, str):
+            outrun.append(check)
+            continue
+        if outrun:
+            check.extra["outrun_attempts"] = len(outrun)
+            check.note = f"{check.note}; {len(outrun)} earlier attempt(s) not judged: {outrun[0]}".lstrip("; ")
+        return check
+    return errored(
+        f"not judged: in {ATTEMPTS} attempts the engine had generated nearly all the requested tokens before the "
+        f"client left ({outrun[-1]}), so a server that ignores the disconnect would have looked the same"
+    )
+
+
+async def _cancel_once(ctx, spec: dict, cut_points: list[int], path: str, body: dict) -> Check | str:
+    """One attempt: its verdict, or why it could not judge (the engine had outrun the client)."""
     gen, running, kv = spec.get("generated"), spec.get("running"), spec.get("kv")
     bound = int(spec.get("bound_tokens", 64))
     settle_s = float(spec.get("settle_s", 5.0))
@@ -60,8 +145,7 @@ async def run_cancellation(
     base_ok, base, _ = await _settle(ctx, {g: float((spec.get("idle") or {}).get(g, 0.0)) for g in gauges}, settle_s)
     if not base_ok:
         return failed("not-idle-before", "idle gauges before the case", base)
-    if body is None:
-        body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
+    before = await _values(ctx, [gen] if gen else [])
     traces = await asyncio.gather(*(_one(ctx, body, k, path) for k in cut_points))
     # A stream that never connected was never seen by the server: the client could not run the case. A connection
     # the server reset before answering is the server's doing and stays a failure below.
@@ -82,27 +166,31 @@ async def run_cancellation(
                  f"{len(t.data_events())} data event(s); {t.error or f'status {t.status}'}",
         )  # fmt: skip
     at_cancel = await _values(ctx, [gen] if gen else [])
+    limit, left = _limit(body), None
+    if gen and limit and before.get(gen) is not None and at_cancel.get(gen) is not None:
+        asked = limit * len(cut_points)
+        left = asked - (at_cancel[gen] - before[gen])
+        if left <= bound * len(cut_points):  # what is left is within the bound: ignoring it cannot show
+            return f"{asked - left:.0f} of {asked} tokens generated when the client left"
     # after the disconnect three things are judged on their own: the gauges, the counter, the engine's health
-    dev = Deviations()
     ok, vals, dt = await _settle(ctx, base, settle_s)
-    if not ok:
-        dev.add("not-back-to-baseline", base, vals, note=f"after {dt:.1f}s")
-    evidence = {"settled_s": round(dt, 2)}
-    if cut_by_bound:
-        evidence["cut_by_bound"] = len(cut_by_bound)
+    in_time = ok
+    if not ok:  # seen still busy after settle_s: late, or not stopping at all
+        ok, vals, dt = await _settle(ctx, base, LATE_MAX_S, started=time.monotonic() - dt)
+    grown = still = None
     if gen:
         after = await _values(ctx, [gen])
         await asyncio.sleep(0.5)
         quiet = await _values(ctx, [gen])
         grown = (after.get(gen) or 0) - (at_cancel.get(gen) or 0)
+        still = (quiet.get(gen) or 0) - (after.get(gen) or 0)
+    obs = AfterCut(len(cut_points), base, vals, round(dt, 2) if ok else None, in_time, grown, still, left)
+    dev = judge_after_cut(obs, bound, settle_s)
+    evidence: dict = {"settled_s": round(dt, 2)}
+    if cut_by_bound:
+        evidence["cut_by_bound"] = len(cut_by_bound)
+    if gen:
         evidence.update(tokens_after_disconnect=grown, streams=len(cut_points))
-        if grown > bound * len(cut_points) or (quiet.get(gen) or 0) > (after.get(gen) or 0):
-            dev.add(
-                "kept-generating",
-                f"<= {bound * len(cut_points)} tokens after the disconnect",
-                grown,
-                note=f"still growing while idle: {(quiet.get(gen) or 0) - (after.get(gen) or 0)}",
-            )
     check = await ctx.post("/v1/completions", ctx.completion(max_tokens=4))
     doc, err = check.body_json()
     ct = (doc or {}).get("usage", {}).get("completion_tokens") if isinstance(doc, dict) else None
@@ -112,13 +200,13 @@ async def run_cancellation(
 
 
 @case(
-    "cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=60
+    "cancel.mid-stream", "a client disconnect mid-stream stops generation and frees the request's slots", timeout_s=120
 )
 async def mid_stream(ctx) -> Check:
     return await run_cancellation(ctx, [20])
 
 
-@case("cancel.before-first-token", "a disconnect before the first token stops the request", timeout_s=60)
+@case("cancel.before-first-token", "a disconnect before the first token stops the request", timeout_s=120)
 async def before_first(ctx) -> Check:
     return await run_cancellation(ctx, [0])
 
@@ -126,7 +214,7 @@ async def before_first(ctx) -> Check:
 @case(
     "cancel.concurrent-32",
     "32 concurrent streams cancelled at random points all stop and free their slots",
-    timeout_s=90,
+    timeout_s=150,
 )
 async def concurrent(ctx) -> Check:
     rnd = random.Random(32)

@@ -557,7 +557,7 @@ def judge_error_shape(t: Trace) -> Check:
     return refused if refused is not None else failed(f"status-{t.status}", "a 4xx", t.status)
 
 
-@case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work", timeout_s=60)
+@case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work", timeout_s=120)
 async def cancel_disconnect(ctx) -> Check:
     from harness.conformance.cases.cancel import LONG_TOKENS, run_cancellation
 

@@ -127,9 +127,9 @@ def run_outrun_mid_stream(generated_per_attempt: list[int]):
 
 
 def test_an_engine_that_outran_the_client_every_time_is_not_judged_never_passed():
-    r, streams = run_outrun_mid_stream([900, 900, 900])
-    assert r.verdict == "error", r  # stop 26's CI: this was a pass, for a proxy that never passed the disconnect on
-    assert streams == 3 and "not judged" in r.note and "900 of 900 tokens generated when the client left" in r.note
+    r, streams = run_outrun_mid_stream([900] * 5)
+    assert r.verdict == "skip", r  # stop 26's CI: this was a pass, for a proxy that never passed the disconnect on
+    assert streams == 5 and "not judged" in r.note and "900 of 900 tokens generated when the client left" in r.note
 
 
 def test_an_outrun_attempt_is_tried_again_and_the_next_one_judges():

@@ -22,7 +22,8 @@ LONG_TOKENS = 900
 # scheduled (seen on 2 cores with vLLM 0.32.0 pinning its worker to one of them: normal-priority processes stalled
 # 2-6 s while a real-time one did not). Wait that out instead of blaming the server's cancellation.
 STREAM_TIMEOUT = Timeouts(connect=30.0, read=60.0)
-ATTEMPTS = 3
+ATTEMPTS = 5
+RETRY_PAUSE_S = 1.0
 # A server slow to notice a disconnect (seen: vLLM 0.11.0 with 5 of 32 streams still generating 5.5 s after the
 # client left, on a loaded machine) gets this long to stop before the case says it never did; the tokens it
 # generated meanwhile tell a late stop from none: at least RAN_OUT of what the streams had left is "ran to the end".
@@ -113,15 +114,17 @@ async def run_cancellation(
 
     A client starved for seconds (2 cores shared with the engine) may read its cut point only after the engine has
     generated the whole answer into the socket: then a server that ignores the disconnect looks like one that honours
-    it. The generated-tokens counter tells: such an attempt is tried again, and after `ATTEMPTS` the case is an error
-    (not judged), never a pass."""
+    it. The generated-tokens counter tells: such an attempt is tried again, and after `ATTEMPTS` the case is skipped
+    as not judged, never a pass."""
     spec = ctx.exp.cancellation
     if not spec:
         return skipped("the expectation file declares no cancellation series")
     if body is None:
         body = ctx.completion(max_tokens=LONG_TOKENS, stream=True, **ctx.extra("long_request"))
     outrun: list[str] = []
-    for _ in range(ATTEMPTS):
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(RETRY_PAUSE_S)  # a burst of load that starved this client may pass
         check = await _cancel_once(ctx, spec, cut_points, path, body)
         if isinstance(check, str):
             outrun.append(check)
@@ -130,9 +133,10 @@ async def run_cancellation(
             check.extra["outrun_attempts"] = len(outrun)
             check.note = f"{check.note}; {len(outrun)} earlier attempt(s) not judged: {outrun[0]}".lstrip("; ")
         return check
-    return errored(
+    return skipped(
         f"not judged: in {ATTEMPTS} attempts the engine had generated nearly all the requested tokens before the "
-        f"client left ({outrun[-1]}), so a server that ignores the disconnect would have looked the same"
+        f"client left ({outrun[-1]}; this client or the server's front end was starved), so a server that ignores "
+        f"the disconnect would have looked the same"
     )
 
 
@@ -163,7 +167,9 @@ async def _cancel_once(ctx, spec: dict, cut_points: list[int], path: str, body: 
         return failed(
             "stream-ended-early", "still streaming at the cut point", t.ended,
             note=f"stream {i} of {len(traces)} (cut after {cut_points[i]} data events): {t.ended}{took} with "
-                 f"{len(t.data_events())} data event(s); {t.error or f'status {t.status}'}",
+                 f"{len(t.data_events())} data event(s), status {t.status}"
+                 f"{'' if t.t_headers_ns is None else f' after {(t.t_headers_ns - t.t_start_ns) / 1e9:.1f}s'}"
+                 f"{f'; {t.error}' if t.error else ''}",
         )  # fmt: skip
     at_cancel = await _values(ctx, [gen] if gen else [])
     limit, left = _limit(body), None

@@ -3,7 +3,8 @@
 Judged on the series the expectation file names (`cancellation:`): the running gauge and the KV-usage gauge return to
 their baseline within `settle_s` and the generated-tokens counter grows by at most `bound_tokens` per stream after the
 disconnect (else `late-cancel`, when the work still stopped well short of the end, or `kept-generating`, when the
-streams ran to the end or never settled within `LATE_MAX_S`), and the engine still answers correctly afterwards.
+streams made most of what they had left or never settled within `LATE_MAX_S`), and the engine still answers
+correctly afterwards.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ ATTEMPTS = 5
 RETRY_PAUSE_S = 1.0
 # A server slow to notice a disconnect (seen: vLLM 0.11.0 with 5 of 32 streams still generating 5.5 s after the
 # client left, on a loaded machine) gets this long to stop before the case says it never did; the tokens it
-# generated meanwhile tell a late stop from none: at least RAN_OUT of what the streams had left is "ran to the end".
+# generated meanwhile tell a late stop from none: at least RAN_OUT of what the streams had left is "kept generating"
+# (a gateway that passed the disconnect on for a few of 32 streams made 83 % of the rest; a late stop, a few %).
 LATE_MAX_S = 60.0
-RAN_OUT = 0.9
+RAN_OUT = 0.5
 
 
 async def _values(ctx, names: list[str]) -> dict:
@@ -67,7 +69,7 @@ class AfterCut:
 
 
 def judge_after_cut(obs: AfterCut, bound: int, settle_s: float) -> Deviations:
-    """Stopped in time (nothing), stopped late (`late-cancel`), or not stopped: ran to the end, still growing
+    """Stopped in time (nothing), stopped late (`late-cancel`), or not stopped: made most of what was left, still growing
     when idle, or never back to baseline (`kept-generating`, `not-back-to-baseline`)."""
     dev = Deviations()
     allowed = bound * obs.streams
@@ -78,7 +80,7 @@ def judge_after_cut(obs: AfterCut, bound: int, settle_s: float) -> Deviations:
     if ran_out or (obs.still_growing or 0) > 0 or (obs.settled_s is None and grown > allowed):
         dev.add(
             "kept-generating", f"<= {allowed} tokens after the disconnect", obs.grown,
-            note=f"{'ran to the end: ' if ran_out else ''}{grown:g} tokens after the disconnect of "
+            note=f"{'most of what was left: ' if ran_out else ''}{grown:g} tokens after the disconnect of "
                  f"{'?' if obs.left is None else f'{obs.left:g}'} left; still growing while idle: {obs.still_growing}",
         )  # fmt: skip
     elif obs.settled_s is not None and (not obs.in_time or grown > allowed):

@@ -790,11 +790,33 @@ def v11_coalesced_parallel_stream(*, last_fragment: str = '"Europe/Paris"}}') ->
     return [first, *body, chunk(None, role=None, id="chatcmpl-v", finish="tool_calls")]
 
 
+def v11_coalesced_call_stream(*, last_fragment: str = ', "unit": "celsius"}}') -> list[dict]:
+    """The one-call answer (tools.auto.stream, tools.auto.direct-stream) as vLLM 0.11.0 streamed it when deltas
+    coalesced (seen in a fresh-clone run): the call's closing brace sent twice."""
+    first = chunk("", id="chatcmpl-v")
+
+    def tc(**fields: Any) -> dict:
+        return chunk(None, role=None, id="chatcmpl-v", tool_calls=[{"index": 0, **fields}])
+
+    body = [
+        piece("content", "\n\n", id="chatcmpl-v"),
+        tc(id=V11_ID, type="function", function={"name": WEATHER[0], "arguments": ""}),
+        tc(function={"arguments": '{"city": "Paris"'}),
+        tc(function={"arguments": last_fragment}),
+    ]
+    return [first, *body, chunk(None, role=None, id="chatcmpl-v", finish="tool_calls")]
+
+
 def on_reasoning_stream(t: Trace) -> Check:
     return judge_reasoning_stream(from_trace(t), REASONING["think"], ANSWERS["think"])
 
 
 SCRIPTED_011: dict[str, Row] = {
+    # one call's closing brace sent twice when deltas coalesce (conditional); other JSON arguments are another shape
+    **{case_id: (lambda t, script=script: tool_cases.judge_stream(from_trace(t), TOOL_CALLS[script]),
+                 sse(v11_coalesced_call_stream()), sse(v11_coalesced_call_stream(last_fragment=', "unit": "kelvin"}')),
+                 "arguments-mismatch")
+       for case_id, script in (("tools.auto.stream", "call"), ("tools.auto.direct-stream", "call_direct"))},
     # the second call's closing brace sent twice when deltas coalesce (conditional: one token per delta is valid JSON);
     # fragments that are JSON but not the script's arguments are another shape
     "tools.auto.parallel-stream": (lambda t: tool_cases.judge_stream(from_trace(t), TOOL_CALLS["parallel"]),

@@ -764,15 +764,17 @@ def v11_coalesced_think_stream(*, leak_end: bool = False) -> list[dict]:
     return [first, *body, chunk("", role=None, id="chatcmpl-v", finish="stop"), think_usage(11, id="chatcmpl-v")]
 
 
+def v11_tool_delta(index: int, **fields: Any) -> dict:
+    """One tool-call delta of a vLLM 0.11.0 chat stream: `fields` of the call at `index`."""
+    return chunk(None, role=None, id="chatcmpl-v", tool_calls=[{"index": index, **fields}])
+
+
 def v11_coalesced_parallel_stream(*, last_fragment: str = '"Europe/Paris"}}') -> list[dict]:
     """vLLM 0.11.0's tools.auto.parallel-stream answer when deltas coalesce (seen in a run on a loaded machine): the
     hermes streaming parser sends the second call's closing brace twice, so its fragments concatenate to
     '{"timezone": "Europe/Paris"}}'. `last_fragment`: what the second call's arguments end with instead."""
     first = chunk("", id="chatcmpl-v")
-
-    def tc(index: int, **fields: Any) -> dict:
-        c = chunk(None, role=None, id="chatcmpl-v", tool_calls=[{"index": index, **fields}])
-        return c
+    tc = v11_tool_delta
 
     def opening(index: int, script: tuple[str, Any]) -> dict:
         return tc(index, id=V11_IDS[index], type="function", function={"name": script[0], "arguments": ""})
@@ -793,16 +795,12 @@ def v11_coalesced_parallel_stream(*, last_fragment: str = '"Europe/Paris"}}') ->
 def v11_coalesced_call_stream(*, last_fragment: str = ', "unit": "celsius"}}') -> list[dict]:
     """The one-call answer (tools.auto.stream, tools.auto.direct-stream) as vLLM 0.11.0 streamed it when deltas
     coalesced (seen in a fresh-clone run): the call's closing brace sent twice."""
-    first = chunk("", id="chatcmpl-v")
-
-    def tc(**fields: Any) -> dict:
-        return chunk(None, role=None, id="chatcmpl-v", tool_calls=[{"index": 0, **fields}])
-
+    first, tc = chunk("", id="chatcmpl-v"), v11_tool_delta
     body = [
         piece("content", "\n\n", id="chatcmpl-v"),
-        tc(id=V11_ID, type="function", function={"name": WEATHER[0], "arguments": ""}),
-        tc(function={"arguments": '{"city": "Paris"'}),
-        tc(function={"arguments": last_fragment}),
+        tc(0, id=V11_ID, type="function", function={"name": WEATHER[0], "arguments": ""}),
+        tc(0, function={"arguments": '{"city": "Paris"'}),
+        tc(0, function={"arguments": last_fragment}),
     ]
     return [first, *body, chunk(None, role=None, id="chatcmpl-v", finish="tool_calls")]
 

@@ -2,6 +2,7 @@
 answering is the server's (fail)."""
 
 import asyncio
+import sys
 
 import httpx
 import pytest
@@ -170,3 +171,69 @@ def judge(**kw):
 )
 def test_after_the_cut_a_late_stop_is_told_from_none(kw, tags):
     assert list(judge(**kw).behaviours) == tags
+
+
+class _StallingThenStreaming:
+    """A stand-in whose first `stalls` streams send nothing before the harness's bound, and later ones stream."""
+
+    def __init__(self, stalls: int):
+        self.stalls, self.streams = stalls, 0
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/completions" and b'"stream": true' in request.content:
+            self.streams += 1
+            chunks = 0 if self.streams <= self.stalls else 30
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_SlowStream(chunks))
+        if request.url.path == "/v1/completions":
+            return httpx.Response(200, json={"choices": [{"text": "abcd"}], "usage": {"completion_tokens": 4}})
+        return handler_raising(httpx.ConnectError)(request)
+
+
+def run_with_cpu_wait(monkeypatch, stalls: int, waits: list[float], budget_s: float | None = None):
+    """cancel.mid-stream's attempts against `_StallingThenStreaming(stalls)`, the client's CPU wait per attempt
+    given by `waits` (the kernel's count, faked)."""
+    from harness.conformance.cases import cancel
+
+    per_attempt = iter(waits)
+    monkeypatch.setattr(cancel, "since", lambda before: next(per_attempt))
+    engine = _StallingThenStreaming(stalls)
+    ctx = new_ctx("http://127.0.0.1:1", load_expectations("vllm-0.11"), transport=httpx.MockTransport(engine.handler),
+                  max_stream_s=0.3)  # fmt: skip
+    if budget_s is None:
+        [r] = asyncio.run(run_suite(ctx, patterns=["cancel.mid-stream"])).results
+        return r.verdict, r.behaviour, r.note, r.extra, engine.streams
+    c = asyncio.run(cancel.run_cancellation(ctx, [20], budget_s=budget_s))
+    return c.status.value, c.behaviour, c.note, c.extra, engine.streams
+
+
+def test_a_stream_that_hit_the_bound_while_this_client_starved_is_tried_again(monkeypatch):
+    verdict, _, note, extra, streams = run_with_cpu_wait(monkeypatch, stalls=1, waits=[9.0, 0.01])
+    assert verdict == "pass" and streams == 2, note  # stop 28: 50 s of run-queue wait, blamed on vLLM 0.32.0
+    assert extra["starved_attempts"] == 1 and "this client waited 9.0s for a CPU while its streams ran" in note
+
+
+def test_a_client_starved_in_every_attempt_is_not_judged_never_failed(monkeypatch):
+    verdict, _, note, _, streams = run_with_cpu_wait(monkeypatch, stalls=99, waits=[9.0] * 5)
+    assert verdict == "skip" and streams == 5, note
+    assert note.startswith("not judged: in 5 attempt(s) this client could not judge the server")
+
+
+def test_the_same_stall_with_a_scheduled_client_is_the_servers_failure(monkeypatch):
+    verdict, behaviour, note, _, streams = run_with_cpu_wait(monkeypatch, stalls=99, waits=[0.02])
+    assert (verdict, behaviour, streams) == ("fail", "stream-ended-early", 1), note
+    assert "this client waited 0.0s for a CPU meanwhile" in note
+
+
+def test_no_attempt_starts_that_the_case_time_cannot_hold(monkeypatch):
+    verdict, _, note, _, streams = run_with_cpu_wait(monkeypatch, stalls=99, waits=[9.0] * 5, budget_s=1.0)
+    assert verdict == "skip" and streams == 1, note  # a 0.3 s attempt, then 1 s pause + 0.3 s would pass 1.0 s
+    assert "in 1 attempt(s) (all the case time allows)" in note
+
+
+def test_cpu_wait_is_the_kernels_count_for_this_thread():
+    from harness import cpuwait
+
+    before = cpuwait.cpu_wait_s()
+    assert cpuwait.since(None) is None  # unknown stays unknown (not Linux: the cases then judge as before)
+    if sys.platform == "linux":  # every machine of this kind counts it (CONFIG_SCHED_INFO)
+        assert before is not None and before >= 0 and cpuwait.since(before) >= 0

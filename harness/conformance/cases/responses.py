@@ -559,13 +559,14 @@ def judge_error_shape(t: Trace) -> Check:
 
 @case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work", timeout_s=120)
 async def cancel_disconnect(ctx) -> Check:
-    from harness.conformance.cases.cancel import LONG_TOKENS, run_cancellation
+    from harness.conformance.cases.cancel import LONG_TOKENS, MARGIN_S, run_cancellation
 
     t = await ctx.probe("responses.create")
     if (absent := absent_problem(t, f"POST {RESPONSES}")) is not None:
         return absent
     # cut after the preamble (created, in_progress, item and part added) and a few deltas
-    return await run_cancellation(ctx, [8], RESPONSES, request(ctx, max_output_tokens=LONG_TOKENS, stream=True))
+    body = request(ctx, max_output_tokens=LONG_TOKENS, stream=True)
+    return await run_cancellation(ctx, [8], RESPONSES, body, budget_s=120 - MARGIN_S)
 
 
 # -- the OpenAI SDK ------------------------------------------------------------------------------------------------

@@ -557,7 +557,11 @@ def judge_error_shape(t: Trace) -> Check:
     return refused if refused is not None else failed(f"status-{t.status}", "a 4xx", t.status)
 
 
-@case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work", timeout_s=120)
+DISCONNECT_S = 120.0  # the case's time; its cancellation attempts get all but cancel.MARGIN_S of it
+
+
+@case("responses.cancel.disconnect", "a client that leaves a Responses stream stops the engine's work",
+      timeout_s=DISCONNECT_S)  # fmt: skip
 async def cancel_disconnect(ctx) -> Check:
     from harness.conformance.cases.cancel import LONG_TOKENS, MARGIN_S, run_cancellation
 
@@ -566,7 +570,7 @@ async def cancel_disconnect(ctx) -> Check:
         return absent
     # cut after the preamble (created, in_progress, item and part added) and a few deltas
     body = request(ctx, max_output_tokens=LONG_TOKENS, stream=True)
-    return await run_cancellation(ctx, [8], RESPONSES, body, budget_s=120 - MARGIN_S)
+    return await run_cancellation(ctx, [8], RESPONSES, body, budget_s=DISCONNECT_S - MARGIN_S)
 
 
 # -- the OpenAI SDK ------------------------------------------------------------------------------------------------

@@ -148,6 +148,7 @@ CELL_SHAPE: dict[str, Any] = {
             chosen=_map_of({"type": ["string", "boolean", "null"]}),
             notes=_list_of({"type": "string"}),
             ready_s=_NUM,
+            golden_s=_NUM,
             conformance_s=_NUM,
             counts=_map_of(_INT),
             golden_dir=_STR,
@@ -346,7 +347,7 @@ def flags_revision(profile: Any) -> str:
     return f"f{SURFACE_FORMAT}" + (f"-r{rev}" if rev else "")
 
 
-def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) -> dict[str, Any]:
+def capture_flags(manifest: Any, env_dir: Path | None) -> dict[str, Any]:
     """The release's argument surface from its own parser, through the engine profile's `argument_surface` and the
     cache of harness/launch/argsurface.py (no engine starts); {"captured": False, "reason"} where it cannot be read."""
     try:
@@ -361,9 +362,12 @@ def capture_flags(manifest: Any, env_dir: Path | None, lock_hash: str | None) ->
         return {"captured": False, "reason": f"the {manifest.engine.kind} profile has no argument_surface"}
     if env_dir is None or not Path(env_dir).is_dir():
         return {"captured": False, "reason": "no engine environment to read the parser from"}
+    from harness.launch.surfaces import surface_key
+
     revision = flags_revision(manifest.profile)
-    # the capture code's revision is in the cache key: a new capture code is a new capture, never an old one's cache
-    key = f"{manifest.engine.kind}-{manifest.engine.version}-{lock_hash or 'nolock'}-{revision}"
+    # the launch's own check of the manifest's flags caches the surface under this key (its environment, the capture
+    # code's revision): one capture serves both, and a new capture code is a new capture, never an old one's cache
+    key = surface_key(manifest) or f"{manifest.engine.kind}-{manifest.engine.version}-{revision}"
     try:
         surface = cached_surface(key, lambda: capture(Path(env_dir), manifest.engine.version))
     except SurfaceUnavailable as exc:
@@ -499,11 +503,16 @@ def _run_cell(
     except HarnessError as exc:  # a partial recording is a finding of the cell, not a crash of the matrix
         observables["wire_keys"] = {}
         side.setdefault("golden_errors", {})["(recording)"] = exc.one_line()
-    observables["flags"] = capture_flags(manifest, env.path, key.get("lock_sha256"))
+    t = time.perf_counter()
+    observables["flags"] = capture_flags(manifest, env.path)
+    timings["flags_s"] = round(time.perf_counter() - t, 1)
     scripted_doc: dict[str, Any] | None = None
     if scripted is not None:
+        t = time.perf_counter()
         with cell_api_key(manifest):
             scripted_doc = scripted_stage(release, manifest, scripted, observables, work, golden_dir, expectations, say)
+        timings["scripted_s"] = round(time.perf_counter() - t, 1)  # its launch, cases, recording and stop
+    timings["total_s"] = round(time.perf_counter() - t0, 1)  # the whole cell: both launches
     identity = {k: v for k, v in (side.get("identity") or {}).items() if k not in ("base_url", "pid", "log")}
     cell = {
         "format": CELL_FORMAT,
@@ -566,6 +575,7 @@ def scripted_stage(
     side = collect_side(m, work, sets, expectations=expectations, conformance=True, say=say, keep_good_sets=True,
                         conformance_ids=scripted_case_ids())  # fmt: skip
     stage["ready_s"] = side.get("ready_seconds")
+    stage["golden_s"] = side.get("golden_seconds")
     stage["conformance_s"] = side.get("conformance_seconds")
     if not side.get("ok"):
         stage["error"] = str(side.get("error", "engine failed"))

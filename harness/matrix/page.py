@@ -451,7 +451,7 @@ def _releases_table(doc: dict[str, Any]) -> list[str]:
         parts.append(
             f'<tr><td>{e(c["release"])}</td><td{cls} title="{e(status)}">{e(status)}</td>'
             f"<td>{e(c.get('reported_version') or '-')}</td><td>{e(_num(t.get('ready_s')))}</td>"
-            f'<td>{e(_num(t.get("cell_s")))}</td><td title="{e(inst)}">{e(inst)}</td>'
+            f'<td>{e(_num(c.get("cell_seconds")))}</td><td title="{e(inst)}">{e(inst)}</td>'
             f'<td title="{e(gold or "-")}">{e(gold or "-")}</td></tr>'
         )
     parts.append("</table>")

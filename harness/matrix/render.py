@@ -54,6 +54,8 @@ def _column(cell: dict[str, Any]) -> dict[str, Any]:
         "log_errors": cell.get("log_errors") or None,
         "reported_version": ident.get("version"),
         "timings": t,
+        # the whole cell, both launches (total_s); a cell made before it was recorded has the first launch's cell_s
+        "cell_seconds": t.get("total_s", t.get("cell_s")),
         "installer": inst.get("installer"),
         "packages": inst.get("packages"),
         "flags_captured": bool(((cell.get("observables") or {}).get("flags") or {}).get("captured")),
@@ -221,7 +223,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             status += "".join(f"; scripted stage: {_one_line(p, 120)}" for p in c["scripted"]["problems"] or [])
         out.append(
             f"| {md_text(c['release'])} | {md_text(status)} | {md_text(c.get('reported_version') or '-')} | "
-            f"{md_text(_or_dash(t.get('ready_s')))} | {md_text(_or_dash(t.get('cell_s')))} | {md_text(_one_line(gold or '-'))} | "
+            f"{md_text(_or_dash(t.get('ready_s')))} | {md_text(_or_dash(c.get('cell_seconds')))} | {md_text(_one_line(gold or '-'))} | "
             f"{len(_changed_at(c['release'], doc))} |"
         )
     if doc.get("flags"):

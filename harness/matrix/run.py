@@ -419,7 +419,7 @@ def _fill_flags(spec: MatrixSpec, release: str, cell: dict[str, Any], lock: Path
         return False
     if not env.marker.is_file():
         return False
-    flags = capture_flags(manifest, env.path, cell["key"]["lock_sha256"])
+    flags = capture_flags(manifest, env.path)
     if not flags.get("captured") or flags == had:
         return False
     obs["flags"] = flags

@@ -244,11 +244,11 @@ def test_flags_are_captured_again_under_another_capture_code_never_from_its_cach
         }
 
     monkeypatch.setattr(type(PROFILES["vllm"]), "argument_surface", lambda self, r, v: surface(r, v))
-    first = capture_flags(m, tmp_path, "a" * 64)
-    assert capture_flags(m, tmp_path, "a" * 64) == first and len(calls) == 1  # cached
+    first = capture_flags(m, tmp_path)
+    assert capture_flags(m, tmp_path) == first and len(calls) == 1  # cached
     assert first["revision"] == flags_revision(m.profile) and first["revision"].startswith("f")
     monkeypatch.setattr(type(PROFILES["vllm"]), "surface_revision", lambda self: "another")
-    again = capture_flags(m, tmp_path, "a" * 64)
+    again = capture_flags(m, tmp_path)
     assert len(calls) == 2 and again["revision"].endswith("-ranother") and again["flags"]["--x"]["default"] == 2
 
 

@@ -1,5 +1,7 @@
-"""The matrix's figures: per release lock, install (first / warm cache), ready and cell wall time, and the run's wall
-time and peak disk, from a matrix directory; with --warm-install, each release's environment installed again into
+"""The matrix's figures: per release lock, install (first / warm cache), the launches a cell made and what each of its
+stages cost (ready, golden, conformance of the reference launch; the flags capture; the scripted launch's ready,
+golden, conformance and whole stage; the cell's total), and the run's wall time and peak disk, from a matrix
+directory; the summary adds each stage up over the cells, so the wall time reads as where it went; with --warm-install, each release's environment installed again into
 a scratch directory from the warm shared uv cache (what a re-run after `harness envs gc` costs).
 
     .venv/bin/python benchmarks/matrix_figures.py DIR [--spec matrix/vllm-cpu.yaml] [--warm-install] [--json OUT]
@@ -27,6 +29,18 @@ from harness.matrix.run import lock_for
 from harness.matrix.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+SUMMED = ("ready_s", "golden_s", "conformance_s", "cell_s", "flags_s", "scripted_ready_s", "scripted_golden_s",
+          "scripted_conformance_s", "scripted_s", "total_s")  # fmt: skip
+
+
+def launches(cell: dict) -> int:
+    """The engine launches a cell made: the reference one (unless it failed before starting one), and the scripted
+    stage's when the spec has one and the first launch got that far."""
+    if cell.get("status") != "ran":
+        return 1 if cell.get("stage") in ("launch", "identity") else 0
+    return 1 + (1 if cell.get("scripted") else 0)
 
 
 def warm_install(lock: Path, python: str) -> float:
@@ -61,6 +75,7 @@ def main() -> int:
         if cell is None:
             continue
         t, inst = cell.get("timings") or {}, cell.get("install") or {}
+        stage = cell.get("scripted") or {}
         row = {
             "release": v,
             "status": cell["status"] if cell["status"] == "ran" else f"failed at {cell.get('stage')}",
@@ -71,15 +86,24 @@ def main() -> int:
             "ready_s": t.get("ready_s"),
             "golden_s": t.get("golden_s"),
             "conformance_s": t.get("conformance_s"),
-            "cell_s": t.get("cell_s"),
+            "cell_s": t.get("cell_s"),  # the reference launch: prepare, ready, golden, metrics, conformance, perf, stop
+            "flags_s": t.get("flags_s"),
+            "scripted_ready_s": stage.get("ready_s"),
+            "scripted_golden_s": stage.get("golden_s"),
+            "scripted_conformance_s": stage.get("conformance_s"),
+            "scripted_s": t.get("scripted_s"),  # the scripted launch: prepare, ready, cases, recording, stop
+            "total_s": t.get("total_s"),
+            "launches": launches(cell),
         }
         lock = lock_for(spec, v, args.dir)
         if args.warm_install and lock.is_file():
             row["warm_install_s"] = warm_install(lock, spec.python)
         rows.append(row)
         print(" ".join(f"{k}={row[k]}" for k in row), flush=True)
-    cells_s = sum(r["cell_s"] or 0 for r in rows if r["cell_s"])
-    summary: dict = {"releases": len(rows), "ran": sum(r["status"] == "ran" for r in rows), "sum_cell_s": cells_s}
+    summary: dict = {"releases": len(rows), "ran": sum(r["status"] == "ran" for r in rows),
+                     "launches": sum(r["launches"] for r in rows)}  # fmt: skip
+    for name in SUMMED:
+        summary[f"sum_{name}"] = round(sum(r[name] or 0 for r in rows), 1)
     started = args.dir / "started"
     run_log = args.dir / "run.log"
     if started.is_file() and run_log.is_file():

@@ -302,14 +302,25 @@ def _ttft(res: dict, name: str, sb: Exposition, sa: Exposition, requests: list[d
         flags.append(f"TTFT histogram counted {h['count']:.0f} first tokens, client saw {len(client)}")
 
 
+WAIT_WARN_FRACTION = 0.10  # the client runnable but not run for a tenth of the measured phase: its latencies queue
+
+
 def client_selfcheck(
-    per: list[dict], client_cpu_s: float | None, wall_s: float | None, lag_warn_ms: float = 5.0
+    per: list[dict],
+    client_cpu_s: float | None,
+    wall_s: float | None,
+    lag_warn_ms: float = 5.0,
+    client_cpu_wait_s: float | None = None,
 ) -> dict:
-    """Send lag and client CPU: is the client, not the server, the bottleneck?"""
+    """Send lag, client CPU and the client's wait for a CPU: is the client, not the server, the bottleneck?
+    client_cpu_wait_s is the kernel's count for the load loop's thread (harness.cpuwait): a starved client inflates
+    every latency it measures however idle its own CPU share looks (seen here: 50 s of wait in 49 s of wall time)."""
     lags = [m["send_lag_ms"] for m in per if m.get("send_lag_ms") is not None]
     p99 = percentile(lags, 99) if lags else None
     # a measured phase under a second (a run cut short) says nothing about the client's CPU share
-    cpu_frac = (client_cpu_s / wall_s) if client_cpu_s is not None and wall_s and wall_s >= 1.0 else None
+    judged = bool(wall_s and wall_s >= 1.0)
+    cpu_frac = (client_cpu_s / wall_s) if client_cpu_s is not None and judged and wall_s else None
+    wait_frac = (client_cpu_wait_s / wall_s) if client_cpu_wait_s is not None and judged and wall_s else None
     warnings = []
     if p99 is not None and p99 > lag_warn_ms:
         warnings.append(
@@ -318,10 +329,17 @@ def client_selfcheck(
         )
     if cpu_frac is not None and cpu_frac > 0.85:
         warnings.append(f"the client used {cpu_frac:.0%} of a CPU core: measurements may include client queueing")
+    if wait_frac is not None and wait_frac > WAIT_WARN_FRACTION:
+        warnings.append(
+            f"the client waited {client_cpu_wait_s:.2f} s for a CPU ({wait_frac:.0%} of the measured phase): "
+            "latencies include time the client was not scheduled"
+        )
     return {
         "send_lag_ms": {"p50": percentile(lags, 50), "p99": p99, "max": max(lags) if lags else None},
         "client_cpu_s": client_cpu_s,
         "client_cpu_fraction": cpu_frac,
+        "client_cpu_wait_s": client_cpu_wait_s,
+        "client_cpu_wait_fraction": wait_frac,
         "warnings": warnings,
         "client_bound": bool(warnings),
     }

@@ -105,6 +105,7 @@ class EndRecord(_Record):
     measured_start_ns: int | None = None
     end_ns: int | None = None
     client_cpu_s: float | int | None = None
+    client_cpu_wait_s: float | int | None = Field(default=None, ge=0)
     planned: int | None = Field(default=None, ge=0)
     sent: int | None = Field(default=None, ge=0)
 

@@ -195,7 +195,8 @@ def build_summary(out_dir: str | Path, engine: str | None = None) -> dict:
         "ok": verdict_ok,
         "engine": {"kind": profile.kind, "title": profile.title, "source": source},
         "server": server_crosscheck(reqs, scrapes, profile, source=source),
-        "client": client_selfcheck(per, end.get("client_cpu_s"), wall_s),
+        "client": client_selfcheck(per, end.get("client_cpu_s"), wall_s,
+                                   client_cpu_wait_s=end.get("client_cpu_wait_s")),  # fmt: skip
         "timeline": timeline(reqs, scrapes, t_start, t_end, bin_s=timeline_bin_s(wall_s), engine=profile),
         "definitions": "harness/load/DEFINITIONS.md",
     }
@@ -305,7 +306,8 @@ def render_markdown(s: dict) -> str:
         "",
         "## Client self-check",
         f"- send lag p50 {_fmt(c['send_lag_ms']['p50'])} ms, p99 {_fmt(c['send_lag_ms']['p99'])} ms, max {_fmt(c['send_lag_ms']['max'])} ms; "
-        f"client CPU {_fmt(c['client_cpu_s'])} s ({_fmt((c['client_cpu_fraction'] or 0) * 100)}% of one core)",
+        f"client CPU {_fmt(c['client_cpu_s'])} s ({_fmt((c['client_cpu_fraction'] or 0) * 100)}% of one core); "
+        f"waited for a CPU {_fmt(c.get('client_cpu_wait_s'))} s",
     ]
     for w in c["warnings"]:
         lines.append(f"- ⚠ {w}")

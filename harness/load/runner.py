@@ -37,6 +37,7 @@ import httpx
 import msgspec
 
 from harness.client import Timeouts, failure_kind, make_client
+from harness.cpuwait import cpu_wait_s, since
 from harness.engines import all_metric_prefixes, profile_for
 from harness.errors import OutputError, RefusedError, UsageError
 from harness.load.scenario import PlannedRequest, Scenario, iter_plan
@@ -499,6 +500,7 @@ class _Run:
             self.step = "measured"
             self.measured_start = _now()
             cpu0 = time.process_time()
+            wait0 = cpu_wait_s()  # this loop's thread: time it was runnable but not run is the client's own queueing
             deadline = self.deadline
             bg = [asyncio.create_task(self.flusher())]
             if sc.scrape_interval_s:
@@ -525,13 +527,16 @@ class _Run:
                 prog.close()
             end_ns = _now()
             cpu = time.process_time() - cpu0
+            waited = since(wait0)
             self.flush()
             if self.cancelled:
                 await asyncio.sleep(DISCONNECT_PAUSE_S)  # let the server notice disconnects before the final scrape
             await self.scrape(side, "after", closing=True)
             self.write({"type": "end", "stop_reason": self.stop_reason, "bound_step": self.bound_step, "abort": self.abort,
                         "measured_start_ns": self.measured_start - self.t0, "end_ns": end_ns - self.t0,
-                        "client_cpu_s": round(cpu, 4), "planned": n, "sent": self.sent, "not_sent": n - self.sent,
+                        "client_cpu_s": round(cpu, 4),
+                        "client_cpu_wait_s": None if waited is None else round(waited, 4),
+                        "planned": n, "sent": self.sent, "not_sent": n - self.sent,
                         "written": self.n_written})  # fmt: skip
             self.fh.close()
         return RunResult(self.out_dir, self.out_dir / EVENTS_FILE, self.stop_reason, self.abort, self.n_written)
@@ -690,6 +695,7 @@ def run_scenario(
                         "measured_start_ns": run.measured_start - run.t0 if run.measured_start else None,
                         "end_ns": _now() - run.t0,
                         "client_cpu_s": None,
+                        "client_cpu_wait_s": None,
                         "planned": sc.bounds.max_requests,
                         "sent": run.sent,
                         "not_sent": sc.bounds.max_requests - run.sent,

@@ -11,7 +11,9 @@ than `threshold_pct` apart (`differs`): three rounds on a shared machine underst
 be large to be called. The cell shape (kept exactly; the page draws it):
   cell["perf"] = {"scenario": {...}, "ready_s": float, "rounds": [{FIGURE: float, ...}, ...],
                   "figures": {NAME: {"median", "low", "high"}}}
-plus "host" (CPUs, 1-minute load average before and after the rounds) and "error" when a round failed.
+plus "host" (CPUs, 1-minute load average before and after the rounds, and how long the load generator waited for a
+CPU over all rounds: a figure measured by a client that was not scheduled says more of the machine than of the
+release) and "error" when a round failed. Each round keeps its own `client_cpu_wait_s` beside its figures.
 """
 
 from __future__ import annotations
@@ -111,6 +113,12 @@ def _round_figures(summary: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _client_wait(summary: dict[str, Any]) -> dict[str, float]:
+    """{"client_cpu_wait_s": s} of a round where the kernel counted it (harness.cpuwait), else nothing."""
+    wait = (summary.get("client") or {}).get("client_cpu_wait_s")
+    return {"client_cpu_wait_s": round(float(wait), 3)} if isinstance(wait, (int, float)) else {}
+
+
 def run_perf(engine: Any, out: Path, *, ready_s: float | None, say: Callable[[str], None] = print) -> dict[str, Any]:
     """The perf stage against a running engine: PERF_ROUNDS rounds of the scenario, each into out/round-N (the
     cell's own working directory, replaced each run). Never raises for the engine: a round that fails (a request
@@ -147,8 +155,11 @@ def run_perf(engine: Any, out: Path, *, ready_s: float | None, say: Callable[[st
                 f"stopped by {summary.get('stop_reason')}"
             )
             break
-        doc["rounds"].append(_round_figures(summary))
+        doc["rounds"].append({**_round_figures(summary), **_client_wait(summary)})
     doc["host"]["load_1m_after"] = _load_1m()
+    waits = [r["client_cpu_wait_s"] for r in doc["rounds"] if isinstance(r.get("client_cpu_wait_s"), (int, float))]
+    if waits:
+        doc["host"]["client_cpu_wait_s"] = round(sum(waits), 3)
     doc["figures"] = figures_of(doc["rounds"], ready_s)
     return doc
 

@@ -97,6 +97,24 @@ def test_concurrency_run_records_everything(tmp_path):
     assert s["server"]["tokens"]["output"] == {"client_chunks": 70, "client_usage": 70, "server": float(generated)}
     assert s["server"]["flags"] == []
     assert (tmp_path / "report.html").read_text().count("<svg") >= 4
+    # the load loop's wait for a CPU, the kernel's count (Linux): recorded raw, carried into the self-check
+    end = ev["end"]
+    assert isinstance(end["client_cpu_wait_s"], float) and 0 <= end["client_cpu_wait_s"] < 60
+    assert s["client"]["client_cpu_wait_s"] == end["client_cpu_wait_s"]
+    assert "waited for a CPU" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_client_that_waited_for_a_cpu_is_named_client_bound():
+    from harness.load.crosscheck import client_selfcheck
+
+    starved = client_selfcheck([], 0.2, 10.0, client_cpu_wait_s=4.0)
+    assert starved["client_bound"] and starved["client_cpu_wait_fraction"] == 0.4
+    assert "waited 4.00 s for a CPU (40% of the measured phase)" in starved["warnings"][0]
+    scheduled = client_selfcheck([], 0.2, 10.0, client_cpu_wait_s=0.05)
+    assert not scheduled["client_bound"] and scheduled["warnings"] == []
+    # no count from the kernel, or a measured phase too short to judge: nothing is claimed either way
+    assert not client_selfcheck([], 0.2, 10.0, client_cpu_wait_s=None)["client_bound"]
+    assert client_selfcheck([], 0.01, 0.5, client_cpu_wait_s=0.4)["client_cpu_wait_fraction"] is None
 
 
 def test_open_loop_poisson_sends_on_schedule(tmp_path):

@@ -260,6 +260,11 @@ def test_the_perf_stage_measures_rounds_against_a_live_server(tmp_path):
     assert 0 < tps["low"] <= tps["median"] <= tps["high"]
     assert doc["scenario"]["rounds"] == PERF_ROUNDS and doc["host"]["cpus"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["round-1", "round-2", "round-3"]
+    # how long the load generator waited for a CPU, per round and over the stage (Linux counts it), never a figure
+    waits = [r["client_cpu_wait_s"] for r in doc["rounds"]]
+    assert all(isinstance(w, float) and w >= 0 for w in waits)
+    assert doc["host"]["client_cpu_wait_s"] == round(sum(waits), 3)
+    assert "client_cpu_wait_s" not in doc["figures"]
 
 
 def test_a_perf_stage_whose_server_is_gone_is_a_finding_not_a_crash(tmp_path):

@@ -197,7 +197,7 @@ def build_summary(out_dir: str | Path, engine: str | None = None) -> dict:
         "server": server_crosscheck(reqs, scrapes, profile, source=source),
         "client": client_selfcheck(
             per, end.get("client_cpu_s"), wall_s, client_cpu_wait_s=end.get("client_cpu_wait_s")
-        ),  # fmt: skip
+        ),
         "timeline": timeline(reqs, scrapes, t_start, t_end, bin_s=timeline_bin_s(wall_s), engine=profile),
         "definitions": "harness/load/DEFINITIONS.md",
     }

@@ -9,6 +9,7 @@ not happen, are printed in the summary: the engine behaves like the reference th
 Options are mirrored by ini keys (harness_url, harness_manifest, harness_expect) and env HARNESS_URL / HARNESS_MANIFEST /
 HARNESS_EXPECT; precedence CLI > env > ini. The URL must be loopback (the one rule of harness.net.loopback_url), checked
 on the parsed address when pytest configures, before any socket: anything else is a usage error and nothing is sent.
+With a URL the expectation file is required (`--harness-expect openai` for the plain reference), as `conform --url`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ OPTIONS = {
         "HARNESS_MANIFEST",
         "launch this engine manifest for the conformance suite",
     ),
-    "harness_expect": ("--harness-expect", "HARNESS_EXPECT", "expectation name or YAML (default from the manifest)"),
+    "harness_expect": (
+        "--harness-expect",
+        "HARNESS_EXPECT",
+        "expectation name or YAML (`openai` for the plain reference); required with --harness-url, default from the"
+        " manifest with --harness-manifest",
+    ),
 }
 REPORT_KEY = pytest.StashKey[dict]()
 URL_KEY = pytest.StashKey[str]()
@@ -60,6 +66,12 @@ def pytest_configure(config):
             config.stash[URL_KEY] = loopback_url(url, what=_source(config, "harness_url"))
         except HarnessError as exc:
             raise pytest.UsageError(f"harness: {exc.one_line()}") from None
+        # as `conform --url` does: a server of unknown kind is never judged by the plain reference silently
+        if not get_settings(config)["harness_expect"]:
+            raise pytest.UsageError(
+                f"harness: {_source(config, 'harness_url')} needs --harness-expect NAME (HARNESS_EXPECT; "
+                "`openai` for the plain OpenAI reference)"
+            )
 
 
 class HarnessCaseItem(pytest.Item):
@@ -133,7 +145,7 @@ def _report(config) -> dict:
 
     s = get_settings(config)
     if s["harness_url"]:
-        exp = load_expectations(s["harness_expect"] or "openai")
+        exp = load_expectations(s["harness_expect"])
         rep = run_suite_sync(new_ctx(config.stash[URL_KEY], exp, api_key=api_key_from_env(None)))
     else:
         from harness.launch.session import launch

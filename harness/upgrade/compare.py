@@ -11,7 +11,7 @@ from harness.engines import PROFILES, profile_for
 from harness.errors import HarnessError, RefusedError
 from harness.manifest import Manifest
 from harness.secrets import shown_env_value
-from harness.upgrade.model import Comparison, Side
+from harness.upgrade.model import MISSING, Comparison, Side
 
 __all__ = [
     "compare_sides",
@@ -224,8 +224,8 @@ def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any
             {
                 "id": cid,
                 "level": (a or b).get("level"),
-                "old": a.get("verdict", "absent"),
-                "new": b.get("verdict", "absent"),
+                "old": a.get("verdict", MISSING),
+                "new": b.get("verdict", MISSING),
                 "old_behaviour": a.get("behaviour", ""),
                 "new_behaviour": b.get("behaviour", ""),
                 "new_note": b.get("note", ""),

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.engines import PROFILES, profile_for
-from harness.upgrade.model import Comparison, Reason, Side
+from harness.upgrade.model import MISSING, Comparison, Reason, Side
 
 __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
 
@@ -253,7 +253,19 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
-    return _fail_open(conf) + _served(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+    return _fail_open(conf) + _served(conf) + _one_side(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+
+
+def _one_side(conf: dict[str, Any]) -> list[Reason]:
+    """Cases run on one side only (the two sides ran other case sets): nothing to compare, said as information."""
+    old_only = [r["id"] for r in conf["cases"] if r["new"] == MISSING and r["old"] != MISSING]
+    new_only = [r["id"] for r in conf["cases"] if r["old"] == MISSING and r["new"] != MISSING]
+    out = []
+    if old_only:
+        out.append(_reason("info", "conformance: cases run on the old side only: " + ", ".join(old_only)))
+    if new_only:
+        out.append(_reason("info", "conformance: cases run on the new side only: " + ", ".join(new_only)))
+    return out
 
 
 def _served(conf: dict[str, Any]) -> list[Reason]:
@@ -328,6 +340,7 @@ def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:
         and r not in expected
         and r not in fixed
         and "absent" not in (r["old"], r["new"])  # said by _served
+        and MISSING not in (r["old"], r["new"])  # said by _one_side
     ]
     if broke:
         out.append(

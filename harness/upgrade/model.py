@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Side", "Comparison", "Reason", "Report"]
+__all__ = ["Side", "Comparison", "Reason", "Report", "MISSING"]
 
 Side = dict[str, Any]
 Comparison = dict[str, Any]
 Reason = dict[str, str]
 Report = dict[str, Any]
+
+# A conformance row's value for a case that did not run on that side (another case set), kept apart from the verdict
+# `absent` (the endpoint is not served), which the judge reads as an endpoint the new engine dropped.
+MISSING = "missing"

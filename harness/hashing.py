@@ -4,12 +4,14 @@ Model content hash recipe (documented in the README):
     for every regular file under DIR (recursively), take its POSIX path relative to DIR and the sha256 hex of its
     bytes; sort by path (byte order of the UTF-8 path); hash the UTF-8 text made of one line
     "<sha256-hex>  <relative/path>\\n" per file (the `sha256sum` line format) with sha256. The hex digest is the hash.
-So `cd DIR && find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs sha256sum | sha256sum` gives the same value.
+So the README's shell recipe (NUL-separated names, so spaces, quotes and backslashes pass through, and `sha256sum -z`,
+which does not escape a name holding a backslash) gives the same value.
 
 Anything the recipe cannot cover is refused, naming the path, rather than skipped: a symlink (file or directory: the
 hash would not cover what it points to), an entry that is not a regular file or directory (a FIFO or device would block
-or never end), an unreadable directory or file, and a name that is not UTF-8 or holds a control character (the
-recipe's lines are UTF-8 text, one per file: a newline in a name could forge another file's line).
+or never end), an unreadable directory or file, and a name that is not UTF-8 or holds a control character (C0, DEL,
+C1, line separators, bidi overrides: what harness.shown escapes; the recipe's lines are UTF-8 text, one per file: a
+newline in a name could forge another file's line).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import stat
 from pathlib import Path
 
 from harness.errors import DataError
+from harness.shown import shown
 
 __all__ = ["file_sha256", "tree_hash", "tree_listing"]
 
@@ -61,7 +64,7 @@ def _relative_name(root: Path, path: Path) -> str:
         rel.encode("utf-8")
     except UnicodeEncodeError:  # os.walk gives undecodable bytes as surrogates
         raise DataError(f"{_where(path)}: name is not UTF-8; the model hash recipe covers UTF-8 names only") from None
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
+    if shown(rel) != rel:  # shown() escapes exactly the controls: C0, DEL, C1, line separators, bidi overrides
         raise DataError(f"{_where(path)}: name holds a control character; refusing to hash it")
     return rel
 

@@ -17,7 +17,15 @@ from harness.errors import HarnessError, OutputError, RefusedError
 from harness.hashing import tree_hash
 from harness.readers import read_json
 
-__all__ = ["bytes_to_unicode", "dumps", "safetensors_bytes", "tokenizer_json", "build_model_dir"]
+__all__ = [
+    "bytes_to_unicode",
+    "dumps",
+    "safetensors_bytes",
+    "tokenizer_json",
+    "build_into",
+    "build_model_dir",
+    "holds_only",
+]
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -81,15 +89,20 @@ def tokenizer_json(vocab: dict[str, int], added: list[dict], post_processor: dic
     }
 
 
-def _holds_model(directory: Path, names: Iterable[str], shape: dict) -> bool:
-    """True when `directory` holds only files of such a model and its config.json has that model's shape: the one
-    kind of non-empty directory `model build --force` may replace (a real model has the same file names)."""
+def holds_only(directory: Path, names: Iterable[str]) -> bool:
+    """True when `directory` holds something and only regular files named in `names` (no link, no subdirectory)."""
     allowed = set(names)
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return False
-    if not entries or any(e.name not in allowed or not e.is_file(follow_symlinks=False) for e in entries):
+    return bool(entries) and all(e.name in allowed and e.is_file(follow_symlinks=False) for e in entries)
+
+
+def _holds_model(directory: Path, names: Iterable[str], shape: dict) -> bool:
+    """True when `directory` holds only files of such a model and its config.json has that model's shape: the one
+    kind of non-empty directory `model build --force` may replace (a real model has the same file names)."""
+    if not holds_only(directory, names):
         return False
     try:
         config = read_json(directory / "config.json", "model config", max_bytes=1 << 20)
@@ -99,7 +112,7 @@ def _holds_model(directory: Path, names: Iterable[str], shape: dict) -> bool:
     return isinstance(config, dict) and all(config.get(k) == shape.get(k) for k in keys)
 
 
-def _check_destination(dest: Path, force: bool, names: Iterable[str], shape: dict, what: str) -> None:
+def _check_destination(dest: Path, force: bool, holds_such: Callable[[Path], bool], what: str) -> None:
     """Never delete or overwrite what is not such a model: refuse the current directory (or one holding it), a
     symlink, a file, and a non-empty directory that is not such a model even with force; an existing one only with
     force."""
@@ -111,7 +124,7 @@ def _check_destination(dest: Path, force: bool, names: Iterable[str], shape: dic
     if dest.exists() and not dest.is_dir():
         raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite it (even with --force)")
     if dest.is_dir() and any(dest.iterdir()):
-        if not _holds_model(dest, names, shape):
+        if not holds_such(dest):
             raise RefusedError(
                 f"{dest}: directory is not empty and does not hold a {what}; refusing to overwrite it "
                 f"(even with --force): give a new or empty directory"
@@ -120,15 +133,14 @@ def _check_destination(dest: Path, force: bool, names: Iterable[str], shape: dic
             raise RefusedError(f"{dest}: already holds a {what}; refusing to overwrite it (use --force)")
 
 
-def build_model_dir(dest: Path, files: Callable[[], dict[str, bytes]], names: Iterable[str], shape: dict, *,
-                    force: bool = False, what: str = "model") -> str:  # fmt: skip
-    """Write `files()` into `dest` and return its content hash (harness.hashing.tree_hash).
-
-    Built in a temporary directory beside `dest`, then renamed into place. `dest` must be new, an empty directory,
-    or (with force) a model of the same kind (`shape`: its config.json) built before; anything else is refused.
+def build_into(dest: Path, write: Callable[[Path], None], holds_such: Callable[[Path], bool], *, force: bool,
+               what: str) -> str:  # fmt: skip
+    """Run `write(tmp)` on a temporary directory beside `dest`, rename it into place and return its content hash
+    (harness.hashing.tree_hash). The one destination check of every format: `dest` must be new, an empty directory,
+    or (with force) a directory that `holds_such` a model of the same kind; anything else is refused.
     """
     dest = Path(os.path.abspath(dest))  # "." and "x/.." get a real name and parent
-    _check_destination(dest, force, names, shape, what)
+    _check_destination(dest, force, holds_such, what)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
@@ -136,10 +148,7 @@ def build_model_dir(dest: Path, files: Callable[[], dict[str, bytes]], names: It
         raise OutputError(f"{dest}: cannot create the model directory: {exc.strerror}") from None
     try:
         os.chmod(tmp, 0o755)
-        for name, data in files().items():
-            with open(tmp / name, "wb") as f:
-                f.write(data)
-                os.fsync(f.fileno())
+        write(tmp)
         old = None
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
@@ -155,3 +164,17 @@ def build_model_dir(dest: Path, files: Callable[[], dict[str, bytes]], names: It
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return tree_hash(dest)
+
+
+def build_model_dir(dest: Path, files: Callable[[], dict[str, bytes]], names: Iterable[str], shape: dict, *,
+                    force: bool = False, what: str = "model") -> str:  # fmt: skip
+    """Write `files()` into `dest` and return its content hash (see build_into); with force, only a model of the
+    same kind (`shape`: its config.json) built before is replaced."""
+
+    def write(tmp: Path) -> None:
+        for name, data in files().items():
+            with open(tmp / name, "wb") as f:
+                f.write(data)
+                os.fsync(f.fileno())
+
+    return build_into(dest, write, lambda d: _holds_model(d, names, shape), force=force, what=what)

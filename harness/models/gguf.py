@@ -29,16 +29,14 @@ writes GGUF v3 the same way (the unit test pins the hash).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from harness.errors import RefusedError
-from harness.hashing import tree_hash
+from harness.models.bytelevel import build_into, holds_only
 from harness.models.reference import (
     CHAT_TEMPLATE,
     REFERENCE_MODEL_SPEC,
@@ -198,44 +196,44 @@ def write_reference_gguf(path: Path) -> None:
 
 def build_reference_gguf(dest_dir: Path, force: bool = False) -> str:
     """The reference model as DIR/model.gguf (see build_gguf)."""
-    return build_gguf(dest_dir, _reference_model, force=force)
+    return build_gguf(dest_dir, GGUF_MODEL_NAME, _reference_model, force=force)
 
 
 def build_scripted_gguf(dest_dir: Path, force: bool = False) -> str:
     """The scripted model (harness.models.scripted) as DIR/model.gguf (see build_gguf)."""
-    return build_gguf(dest_dir, _scripted_model, force=force)
+    return build_gguf(dest_dir, SCRIPTED_GGUF_NAME, _scripted_model, force=force)
 
 
-def build_gguf(dest_dir: Path, model: Callable[[], GgufModel], force: bool = False) -> str:
-    """Write DIR/model.gguf and return tree_hash(DIR), built in a temporary directory beside DIR then renamed.
+def _string_kv(key: str, value: str) -> bytes:
+    """One GGUF string key/value as write_gguf writes it: u64 length + key, type 8 (string), u64 length + value."""
+    k, v = key.encode(), value.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v
 
-    An existing non-empty DIR (or a non-directory) is refused unless force=True, in which case it is replaced.
-    """
-    dest = Path(dest_dir)
-    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-        if not force:
-            raise RefusedError(f"{dest}: exists and is not a directory; refusing to overwrite (use --force)")
-    elif dest.is_dir() and any(dest.iterdir()) and not force:
-        raise RefusedError(f"{dest}: directory is not empty; refusing to overwrite (use --force)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+
+def _holds_gguf(directory: Path, name: str) -> bool:
+    """True when `directory` holds only model.gguf and that file is the embedded model `name` as write_gguf writes it
+    (GGUF v3, general.architecture then general.name in its first bytes): the one kind of non-empty directory
+    `model build --format gguf --force` may replace. Reads a bounded prefix; never parses a foreign file."""
+    if not holds_only(directory, [GGUF_FILENAME]):
+        return False
+    head = b"GGUF" + struct.pack("<I", 3)
+    ours = _string_kv("general.architecture", "llama") + _string_kv("general.name", name)
     try:
-        os.chmod(tmp, 0o755)
+        with open(directory / GGUF_FILENAME, "rb") as f:
+            prefix = f.read(24 + len(ours))  # magic, version, tensor count, key/value count, then ours
+    except OSError:
+        return False
+    return prefix[:8] == head and prefix[24:] == ours
+
+
+def build_gguf(dest_dir: Path, name: str, model: Callable[[], GgufModel], force: bool = False) -> str:
+    """Write DIR/model.gguf and return tree_hash(DIR), built in a temporary directory beside DIR then renamed, with
+    the same destination rules as the safetensors models (harness.models.bytelevel.build_into): with force, only a
+    directory holding this embedded model's model.gguf alone is replaced."""
+
+    def write(tmp: Path) -> None:
         write_gguf(tmp / GGUF_FILENAME, model())
         with open(tmp / GGUF_FILENAME, "rb") as f:
             os.fsync(f.fileno())
-        old = None
-        if dest.is_symlink() or dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
-            os.rmdir(old)
-            os.replace(dest, old)
-        os.replace(tmp, dest)
-        if old is not None:
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old)
-            else:
-                old.unlink()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return tree_hash(dest)
+
+    return build_into(Path(dest_dir), write, lambda d: _holds_gguf(d, name), force=force, what=f"{name} GGUF model")

@@ -49,14 +49,22 @@ def test_single_file_and_no_leftovers(tmp_path):
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [GGUF_FILENAME]
 
 
-def test_refuses_non_empty_dir_unless_forced(tmp_path):
+def test_refuses_non_empty_dir_even_forced(tmp_path):
     d = tmp_path / "m"
     d.mkdir()
     (d / "other").write_text("x")
+    for force in (False, True):  # --force replaces an embedded GGUF model only, never other files (issue 31 #5)
+        with pytest.raises(RefusedError):
+            build_reference_gguf(d, force=force)
+    assert (d / "other").read_text() == "x"
+
+
+def test_rebuilds_a_gguf_model_only_when_forced(tmp_path):
+    d = tmp_path / "m"
+    build_reference_gguf(d)
     with pytest.raises(RefusedError):
         build_reference_gguf(d)
     assert build_reference_gguf(d, force=True) == PINNED_GGUF_HASH
-    assert not (d / "other").exists()
 
 
 def test_refuses_a_file_in_the_way(tmp_path):

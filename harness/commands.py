@@ -26,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("manifest")
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("model", help="the embedded models (reference-tiny, scripted-tiny)")
+    p = sub.add_parser("model", help="the models the harness builds (reference-tiny, scripted-tiny, smollm2-135m)")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     b = msub.add_parser("build", help="write an embedded tiny model (byte-identical everywhere)")
     b.add_argument("dir")
@@ -58,7 +58,10 @@ def register(sub) -> None:
 
     p = sub.add_parser("run", help="the main job: install, verify, launch, check, report, stop")
     p.add_argument("manifest", nargs="?", default=str(DEFAULT_MANIFEST))
-    p.add_argument("--out", help="report directory (default reports/<run-id>)")
+    p.add_argument("--out", help="report directory (default reports/<run-id>); one holding an earlier run is refused"
+                   " before the install and launch, unless --force")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="replace the earlier run in --out (run.json and each"
+                   " stage's directory; one that is a symbolic link is never written through)")  # fmt: skip
     p.add_argument("--skip", action="append", default=[], help="skip a stage (conformance, golden, load)")
     p.set_defaults(func=cmd_run)
 
@@ -261,4 +264,4 @@ def cmd_pin(args) -> int:
 def cmd_run(args) -> int:
     from harness.run import run_main
 
-    return run_main(args.manifest, out=args.out, skip=set(args.skip))
+    return run_main(args.manifest, out=args.out, skip=set(args.skip), force=args.force)

@@ -16,11 +16,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import __version__
-from harness.errors import UsageError
+from harness.errors import OutputError, UsageError
 from harness.launch.base import new_run_id
 from harness.launch.session import launch, reports_dir, runtime_pin
 from harness.manifest import load_manifest
-from harness.outputs import atomic_write_text
+from harness.outputs import atomic_write_text, output_dir
 from harness.progress import progress
 from harness.shown import shown
 from harness.stages import StageContext, StageResult
@@ -32,6 +32,9 @@ STAGES = (
     ("golden", "harness.golden.stage"),
     ("load", "harness.load.stage"),
 )
+# what a run leaves in its directory: an earlier run's, in --out, is replaced only with --force
+RUN_FILES = ("run.json", "engine.log")
+RUN_DIRS = tuple(name for name, _ in STAGES)
 
 
 def _shown_summary(result: StageResult) -> str:
@@ -53,8 +56,30 @@ def _run_stage(name: str, module: str, ctx: StageContext) -> StageResult:
     return result
 
 
-def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = frozenset()) -> int:
+def check_run_dir(out: str | Path, *, force: bool, inputs: tuple[Path | None, ...] = ()) -> Path:
+    """Before the install and launch: --out may take this run. An earlier run there (run.json, engine.log or a
+    stage's directory) is replaced only with --force; a stage directory that is a symbolic link never (its files
+    would land wherever it points: another run); an input of the run (the manifest) is never written over."""
+    d = Path(out)
+    for name in RUN_DIRS:
+        p = d / name
+        if p.is_symlink():
+            raise OutputError(f"--out {d}: {name} is a symbolic link; refusing to write through it")
+        if p.exists() and not p.is_dir():
+            raise OutputError(f"--out {d}: {name} exists and is not a directory; refusing to replace it")
+    earlier = [n for n in RUN_FILES if (d / n).exists() or (d / n).is_symlink()]
+    earlier += [f"{n}/" for n in RUN_DIRS if (d / n).is_dir()]
+    if earlier and not force:
+        raise OutputError(f"--out {d}: already holds an earlier run ({', '.join(earlier)}); pass --force to replace"
+                          " it, or choose another directory")  # fmt: skip
+    return output_dir(d, RUN_FILES, force=force, inputs=inputs)
+
+
+def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = frozenset(), force: bool = False) -> int:
     console = Console(stderr=True)
+    if force and not out:
+        raise UsageError("--force replaces an earlier run in --out DIR; without --out each run has a directory of its"
+                         " own (reports/<run-id>)")  # fmt: skip
     manifest = load_manifest(manifest_path)
     if "conformance" not in skip:
         from harness.conformance.expectations import default_expectation
@@ -70,7 +95,8 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
                 text.replace(hint, "run with --skip conformance (or `harness conform MANIFEST --expect openai`)")
             ) from None
     run_id = new_run_id()
-    run_dir = Path(out) if out else reports_dir() / run_id
+    # checked before the install and launch (minutes): an earlier run in --out is not learnt of after them
+    run_dir = check_run_dir(out, force=force, inputs=(manifest.path,)) if out else reports_dir() / run_id
     record: dict = {
         "run_id": run_id,
         "harness_version": __version__,
@@ -88,7 +114,7 @@ def run_main(manifest_path: str, *, out: str | None = None, skip: set[str] = fro
             f"identity: {identity['engine']} {identity['version']} | model sha256 {identity['model_hash']} | {pin}",
             flush=True,
         )
-        ctx = StageContext(engine=engine, manifest=manifest, run_dir=run_dir, identity=identity)
+        ctx = StageContext(engine=engine, manifest=manifest, run_dir=run_dir, identity=identity, force=force)
         for name, module in STAGES:
             if name in skip:
                 results.append(StageResult(name, True, "skipped (--skip)", {"skipped": True}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["shown", "shown_lines", "md_text", "md_code", "strip_ansi"]
+__all__ = ["shown", "shown_json", "shown_lines", "md_text", "md_code", "strip_ansi"]
 
 # C0 controls (tab kept only where asked), DEL, C1 controls, and the Unicode line/paragraph separators and bidi
 # overrides, which reorder or break what a terminal or a renderer shows.
@@ -36,6 +36,17 @@ def shown(text: object, *, keep_tab: bool = False) -> str:
     """`text` on one line with every control character escaped (newlines included)."""
     pattern = _CONTROL if keep_tab else _CONTROL_NO_TAB
     return pattern.sub(_escape, str(text))
+
+
+# what json.dumps(ensure_ascii=False) leaves raw in a string that shown() escapes (JSON escapes C0 itself)
+_JSON_RAW_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def shown_json(text: str) -> str:
+    """A JSON text (json.dumps, ensure_ascii=False) safe for a terminal, and still the same JSON: each control
+    character shown() escapes as a \\uXXXX escape (outside strings JSON text is ASCII, so each is inside a string,
+    where the escape means the same character). Other non-ASCII text stays readable."""
+    return _JSON_RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def shown_lines(text: object) -> str:

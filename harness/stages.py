@@ -23,6 +23,7 @@ class StageContext:
     manifest: Manifest
     run_dir: Path  # reports/<run-id>/ ; a stage writes under run_dir/<stage name>/
     identity: dict[str, Any]  # what the identity check verified (engine version, model hash, lock hash / image digest)
+    force: bool = False  # `harness run --out DIR --force`: a stage replaces an earlier run's files in run_dir/<stage>/
 
 
 @dataclass

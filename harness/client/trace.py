@@ -153,7 +153,7 @@ async def _exchange(client: httpx.AsyncClient, trace: Trace, method: str, path: 
         request = client.build_request(method, path, **kwargs)
         trace.url = str(request.url)
         response = await client.send(request, stream=True)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL: a path made of a server's text (a response id)
         trace.error, trace.ended, trace.t_end_ns = f"{type(exc).__name__}: {exc}", "error", time.monotonic_ns()
         trace.failure = failure_kind(exc)
         return

@@ -1,7 +1,8 @@
 """The JSON Schemas of the Responses and Messages surfaces, as data: vendored from the official SDKs' own types
 (`scripts/vendor_api_schemas.py` says why those and how), each file pinned here by its sha256, validated with
 `jsonschema`. A failed validation is a list of tags, one per place the document breaks the schema:
-`schema:<path>:<keyword>` (array indices shown as `[]`, so the tag is the same for every output item).
+`schema:<path>:<keyword>` (array indices shown as `[]`, so the tag is the same for every output item). A document
+too large to validate within the harness's bound is `schema-too-large` (not validated, so never a pass).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from harness.errors import DataError
 from harness.readers import parse_json, read_bytes
 
-__all__ = ["SCHEMAS", "schema_errors", "schema_source"]
+__all__ = ["SCHEMAS", "MAX_NODES", "MAX_STREAM_NODES", "TOO_LARGE", "NodeBudget", "schema_errors", "schema_source"]
 
 _DIR = Path(__file__).resolve().parent / "schemas"
 # file -> sha256: a vendored schema that changed is refused until its pin changes with it (on purpose, in review)
@@ -24,6 +25,32 @@ SCHEMAS = {
 }
 MAX_SCHEMA_BYTES = 4 << 20
 MAX_TAGS = 12  # a body that is nothing like the schema still gives a short, readable list
+# Validation costs up to ~2 ms of CPU per JSON value (a list item judged against every branch of a union), inside the
+# event loop where no deadline reaches it: a judge validates at most this many values, a recorded response or event
+# holds < 100 (tests/fixtures/surfaces), a recorded stream < 300. More is `schema-too-large`, never a pass.
+MAX_NODES = 1000  # one document (~2 s at most)
+MAX_STREAM_NODES = 2000  # all the events of one stream
+TOO_LARGE = "schema-too-large"
+
+
+class NodeBudget:
+    """The JSON values a judge may still validate, shared by the documents it validates (the events of a stream)."""
+
+    def __init__(self, total: int = MAX_NODES) -> None:
+        self.total = self.left = total
+
+
+def json_size(doc: Any, limit: int) -> int:
+    """How many JSON values (objects, lists, scalars) `doc` holds, counted up to `limit` + 1 at most."""
+    n, todo = 0, [doc]
+    while todo and n <= limit:
+        v = todo.pop()
+        n += 1
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+    return n
 
 
 @cache
@@ -81,7 +108,10 @@ def _path(parts: Any) -> str:
 
 
 def _tag(err: Any) -> str:
-    parts = list(err.absolute_path)
+    # a key the schema names stays; a key the server chose (an open map such as `metadata`) is `*`: a tag is the
+    # harness's word, never the server's text
+    named = set(err.absolute_schema_path)
+    parts = [p if isinstance(p, int) or p in named else "*" for p in err.absolute_path]
     if err.validator == "required" and "'" in err.message:  # name the missing property: one tag per field
         parts.append(err.message.split("'")[1])
     return f"schema:{_path(parts)}:{err.validator}"
@@ -103,10 +133,11 @@ def _same_type_branches(err: Any, context: list[Any]) -> list[Any]:
     return kept or context
 
 
-def schema_errors(surface: str, which: str, doc: Any) -> list[tuple[str, str]]:
+def schema_errors(surface: str, which: str, doc: Any, budget: NodeBudget | None = None) -> list[tuple[str, str]]:
     """(tag, message) for each way `doc` breaks the schema ([] when it validates). A union of events is judged by the
     branch of the event's own `type` (`schema:type:unknown-event` when none has it); another union (`oneOf`/`anyOf`)
-    by the error of the branch that fits best (jsonschema's best_match)."""
+    by the error of the branch that fits best (jsonschema's best_match). A document over MAX_NODES, or over what is
+    left of `budget` (then spent: the rest of a stream is not validated either), is not validated: `schema-too-large`."""
     from jsonschema import exceptions
 
     event_type = ""
@@ -116,6 +147,16 @@ def schema_errors(surface: str, which: str, doc: Any) -> list[tuple[str, str]]:
         event_type = t if isinstance(t, str) else ""
         if event_type not in branches:
             return [("schema:type:unknown-event", f"no event of type {event_type!r} in the schema")]
+    budget = budget or NodeBudget()
+    limit = min(MAX_NODES, budget.left)
+    size = json_size(doc, limit)
+    if size > limit:
+        if limit < MAX_NODES:  # the budget is spent: the rest of the stream is not validated either
+            budget.left = 0
+            return [(TOO_LARGE, f"not validated: the stream's events hold more than {budget.total} JSON values "
+                                "(the harness's bound)")]  # fmt: skip
+        return [(TOO_LARGE, f"not validated: more than {MAX_NODES} JSON values (the harness's bound)")]
+    budget.left -= size
     out: dict[str, str] = {}
     for err in _validator(surface, which, event_type).iter_errors(doc):
         if err.validator in ("oneOf", "anyOf") and err.context:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.conformance.expectations import FAULT_KEYS
-from harness.errors import UsageError
+from harness.errors import OutputError, UsageError
 from harness.settings import DEFAULT_API_KEY_ENV, api_key_from_env
-from harness.shown import shown
+from harness.shown import shown, shown_json
 
 __all__ = ["register"]
 
@@ -262,12 +261,13 @@ def cmd_conform(args: argparse.Namespace) -> int:
         if args.compare_direct:
             return _compare_direct(args, url, exp, key, gw, bounds, suite)
         if args.out:  # checked before any request: a refused --out costs nothing
-            _check_out(args)
-        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, key),
+            _check_out(args, files=_files_read(exp))
+        secrets = (key, gw.key)  # every key given to the run: its recorder and its scrub know them all
+        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, secrets),
                       engine_url=gw.url, engine_api_key=gw.key, scripted_model=args.scripted, **bounds)  # fmt: skip
         t_ready = time.monotonic()
         info = {"url": redact_url(url), **({"engine_url": redact_url(gw.url)} if gw.url else {})}
-        report = _run(ctx, key, patterns=args.cases, engine_info=info, **suite)
+        report = _run(ctx, secrets, patterns=args.cases, engine_info=info, **suite)
         return _finish(report, args, t_ready, print_table, _writer(ctx, report))
 
     from harness.launch.session import launch
@@ -275,11 +275,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
 
     m = load_manifest(args.manifest)
     exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
-    run_dir = _check_out(args) if args.out else None
+    run_dir = _check_out(args, files=_files_read(exp, m.path)) if args.out else None
     with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
         t_ready = time.monotonic()
         ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
-                      evidence=_recorder(args, eng.api_key), provides=provided_by(m), **bounds)  # fmt: skip
+                      evidence=_recorder(args, (eng.api_key,)), provides=provided_by(m), **bounds)  # fmt: skip
         info = {
             "name": m.name,
             "kind": m.engine.kind,
@@ -287,7 +287,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
             "url": eng.base_url,
             "identity": getattr(eng, "identity", {}),
         }
-        report = _run(ctx, eng.api_key, patterns=args.cases, engine_info=info, **suite)
+        report = _run(ctx, (eng.api_key,), patterns=args.cases, engine_info=info, **suite)
         if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
             doc = report.to_dict()
             doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
@@ -305,15 +305,16 @@ class GatewayArgs:
 
 def _gateway_args(args: argparse.Namespace) -> GatewayArgs:
     """--engine-url and its companions, checked before any socket: the engine URL by the one loopback rule."""
-    from harness.net import loopback_url
+    from harness.net import loopback_url, same_loopback_server
 
     if args.engine_url is None:
         given = [FLAGS[d] for d in GATEWAY_OPTIONS[1:] if _given(getattr(args, d, None))]
         if given:
-            raise UsageError(f"{', '.join(given)} need --engine-url ENGINE (the engine behind the gateway at --url)")
+            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --engine-url ENGINE (the"
+                             " engine behind the gateway at --url)")  # fmt: skip
         return GatewayArgs()
     url = loopback_url(args.engine_url, what="--engine-url")
-    if url == loopback_url(args.url):
+    if same_loopback_server(url, loopback_url(args.url)):  # by any spelling: localhost, [::1], :80, a trailing /
         raise UsageError("--engine-url is the --url itself: give the gateway as --url and the engine behind it as"
                          " --engine-url")  # fmt: skip
     if args.direct_expect and not args.compare_direct:
@@ -341,20 +342,24 @@ def _compare_direct(args: argparse.Namespace, url: str, exp, key: str | None, gw
     from harness.outputs import output_dir
 
     direct_exp = load_expectations(gw.direct_expect)
-    out = output_dir(args.out, COMPARISON_NAMES, force=args.force)
+    read = _files_read(exp, direct_exp)  # the expectation files are inputs: never written over, --force or not
+    out = output_dir(args.out, COMPARISON_NAMES, force=args.force, inputs=read)
     sides = {name: argparse.Namespace(**{**vars(args), "out": str(out / name)}) for name in ("direct", "gateway")}
-    for side in sides.values():
-        _check_out(side)
+    for name, side in sides.items():
+        if (out / name).is_symlink():  # it would write wherever it points: another run
+            raise OutputError(f"--out {out}: {name} is a symbolic link; refusing to write through it")
+        _check_out(side, files=read)
     docs = {}
     for name, target, side_exp, side_key, engine_url, model in (
         ("direct", gw.url, direct_exp, gw.key, "", ""),
         ("gateway", url, exp, key, gw.url, args.model or ""),
     ):
         side = sides[name]
-        ctx = new_ctx(target, side_exp, api_key=side_key, model=model, evidence=_recorder(side, side_key),
+        secrets = (side_key, key, gw.key)  # the side's own key first; both keys of the command known to both sides
+        ctx = new_ctx(target, side_exp, api_key=side_key, model=model, evidence=_recorder(side, secrets),
                       engine_url=engine_url, engine_api_key=gw.key if engine_url else None, **bounds)  # fmt: skip
         info = {"url": redact_url(target), **({"engine_url": redact_url(engine_url)} if engine_url else {})}
-        report = _run(ctx, side_key, patterns=args.cases, engine_info=info, **suite)
+        report = _run(ctx, secrets, patterns=args.cases, engine_info=info, **suite)
         doc = report.to_dict()
         _writer(ctx, report)(doc, side.out)
         c = doc["counts"]
@@ -362,10 +367,9 @@ def _compare_direct(args: argparse.Namespace, url: str, exp, key: str | None, gw
                     + "  ".join(f"{k}={c.get(k, 0)}" for k in COUNTED)
                     + (f"; aborted: {doc['aborted']}" if doc.get("aborted") else "")))  # fmt: skip
         docs[name] = doc
-    from harness.secrets import scrub_tree
-
-    cmp = scrub_tree(compare(docs["direct"], docs["gateway"]), [key, gw.key])  # neither run's key is shown
-    assert isinstance(cmp, dict)  # scrub_tree keeps a dict a dict
+    # made from the two reports, each already scrubbed of both keys with the harness's own words kept: scrubbing the
+    # comparison again would cut a key's first six characters out of those words (`engine_url`, case ids)
+    cmp = compare(docs["direct"], docs["gateway"])
     write_comparison(cmp, out)
     for line in summary_lines(cmp):
         print(shown(line))
@@ -373,34 +377,44 @@ def _compare_direct(args: argparse.Namespace, url: str, exp, key: str | None, gw
     return 0 if cmp["ok"] else 1
 
 
-def _check_out(args: argparse.Namespace, inputs: tuple[Path, ...] = ()) -> Path:
-    """--out may be written (its files, and its evidence/ directory), before any work."""
+def _check_out(args: argparse.Namespace, run_dirs: tuple[Path, ...] = (), files: tuple[Path, ...] = ()) -> Path:
+    """--out may be written (its files, and its evidence/ directory), before any work. Neither a run directory this
+    command judges (`run_dirs`: its conformance.json and evidence/) nor a file it reads (`files`: an expectation file,
+    the manifest) is written over or replaced, --force or not."""
     from harness.conformance.evidence import check_evidence_out
     from harness.conformance.report import OUTPUT_NAMES
     from harness.outputs import output_dir
 
-    out = output_dir(args.out, OUTPUT_NAMES, force=args.force, inputs=[p / "conformance.json" for p in inputs])
-    check_evidence_out(out, force=args.force, inputs=tuple(p / "evidence" for p in inputs))
+    out = output_dir(args.out, OUTPUT_NAMES, force=args.force,
+                     inputs=[*(p / "conformance.json" for p in run_dirs), *files])  # fmt: skip
+    check_evidence_out(out, force=args.force, inputs=(*(p / "evidence" for p in run_dirs), *files))
     return out
 
 
-def _run(ctx, key: str | None, **kw):
-    """run_suite_sync, then the run's API key (and any 6+ character prefix or suffix of it) scrubbed out of the
-    report: the table, conformance.json, junit.xml and conformance.html are all made from it, so none can show a key
-    the server echoed back (the evidence scrubs it as it is recorded)."""
+def _files_read(*sources: object) -> tuple[Path, ...]:
+    """The files a run reads: the expectation files' paths (the plain `openai` reference has none) and paths given."""
+    paths = (getattr(s, "path", s) for s in sources)
+    return tuple(Path(str(p)) for p in paths if p)
+
+
+def _run(ctx, secrets: tuple[str | None, ...], **kw):
+    """run_suite_sync, then every key given to the run (and any 6+ character prefix or suffix of one) scrubbed out
+    of the report: the table, conformance.json, junit.xml and conformance.html are all made from it, so none can show
+    a key a server echoed back (the evidence scrubs them as it records)."""
     from harness.conformance.report import scrub_report
     from harness.conformance.runner import run_suite_sync
 
     report = run_suite_sync(ctx, **kw)
-    scrub_report(report, [key])
+    scrub_report(report, list(secrets))
     return report
 
 
-def _recorder(args: argparse.Namespace, key: str | None):
-    """The evidence recorder of a run that writes --out (none without it: nothing would be saved)."""
+def _recorder(args: argparse.Namespace, secrets: tuple[str | None, ...]):
+    """The evidence recorder of a run that writes --out (none without it: nothing would be saved); `secrets` are the
+    run's own key, then every other key given to it (the engine's own behind a gateway)."""
     from harness.conformance.evidence import EvidenceRecorder
 
-    return EvidenceRecorder(api_key=key) if args.out else None
+    return EvidenceRecorder(api_key=secrets[0], other_keys=secrets[1:]) if args.out else None
 
 
 def _writer(ctx, report):
@@ -432,7 +446,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     _seconds(args.max_seconds, "--max-seconds")
     if args.out:
         _separate(src, Path(args.out))
-        _check_out(args, inputs=(src,))
+        _check_out(args, run_dirs=(src,), files=_files_read(exp))
     report = asyncio.run(rejudge(src, exp, out=args.out, max_wall_s=args.max_seconds, patterns=args.cases))
     doc = report.to_dict()
     if args.out:
@@ -504,9 +518,8 @@ def cmd_check_stream(args: argparse.Namespace) -> int:
                     print(
                         shown(f"     {r.verdict:6s} {r.id}: {tags}{where} {('— ' + r.note) if r.note else ''}".rstrip())
                     )
-    if args.json:
-        json.dump(all_out, sys.stdout, indent=2, default=str, ensure_ascii=False)
-        print()
+    if args.json:  # the results quote the recorded stream: its control characters escaped, the JSON the same
+        print(shown_json(json.dumps(all_out, indent=2, default=str, ensure_ascii=False)))
     return 1 if bad else 0
 
 

@@ -27,10 +27,12 @@ from harness.engines.profile import OPENAI_LIVENESS, EngineProfile, LivenessChec
 from harness.metrics import Scrape, parse_metrics
 from harness.net import redact_url
 
-__all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S"]
+__all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S", "MAX_MODELS_BYTES"]
 
 MAX_STREAM_BYTES = 4 << 20  # a conformance response is a few KB; 4 MiB is generous and keeps traces small
 MAX_STREAM_S = 45.0  # below the default case timeout (60 s), so a bounded probe is memoised, not re-sent
+# GET /v1/models: a gateway lists thousands of models (~200 bytes each, 50 000 in 10 MiB); bounded all the same
+MAX_MODELS_BYTES = 16 << 20
 
 PROBES: dict[str, Callable[[Ctx], Awaitable[Trace]]] = {}
 

@@ -14,7 +14,8 @@ the runner sets), or to the shared probe that made it (saved once, named by ever
 
 Bounded: at most `cap_bytes` (default 1 MiB) of bodies are kept per case or probe; past it an exchange keeps what fit
 and says `truncated` (with the bytes seen). Secrets never reach a file: Authorization (and cookie / api-key) header
-values are replaced by a placeholder, the run's API key is cut out of every stored byte, URLs are redacted.
+values are replaced by a placeholder, the run's API keys (the engine's own behind a gateway too) are cut out of every
+stored byte, URLs are redacted.
 
 Re-judging (`rejudge`): a `ReplayTransport` answers each case's requests, in order, from its saved exchanges (matched
 by method, path and body), so every case's own code judges exactly what the server said, with no engine. Polls that
@@ -242,8 +243,11 @@ class Saved:
 class EvidenceRecorder:
     """Collects every exchange of a run, by key (case id, `probe:<name>`, or the suite)."""
 
-    def __init__(self, api_key: str | None = None, cap_bytes: int = CASE_CAP_BYTES) -> None:
+    def __init__(self, api_key: str | None = None, cap_bytes: int = CASE_CAP_BYTES, *,
+                 other_keys: tuple[str | None, ...] = ()) -> None:  # fmt: skip
         self.api_key = api_key or None
+        # every key given to the run (the engine's own behind a gateway too): any of them a server echoes is cut out
+        self.secrets = [k for k in dict.fromkeys((api_key, *other_keys)) if k]
         self.cap_bytes = cap_bytes
         self.exchanges: dict[str, list[Exchange]] = {}
         self.stored: dict[str, int] = {}
@@ -260,21 +264,24 @@ class EvidenceRecorder:
         if name not in seen:
             seen.append(name)
 
-    # redaction: the run's key (and any 6+ character run that begins or ends it: a body cut at the cap through the
-    # key) is cut out of every stored byte; secret headers are placeholders
+    # redaction: the run's keys (and any 6+ character run that begins or ends one: a body cut at the cap through a
+    # key) are cut out of every stored byte; secret headers are placeholders
     def scrub(self, data: bytes) -> bytes:
-        if not self.api_key:
+        if not self.secrets:
             return data
-        data = data.replace(self.api_key.encode(), REDACTED.encode())
+        for key in self.secrets:
+            data = data.replace(key.encode(), REDACTED.encode())
         # latin-1 maps every byte to one character and back: harness.secrets.scrub works on the bytes as they are
         text = data.decode("latin-1")
-        scrubbed = scrub_secret(text, [self.api_key.encode().decode("latin-1")])
+        scrubbed = scrub_secret(text, [key.encode().decode("latin-1") for key in self.secrets])
         return data if scrubbed == text else scrubbed.encode("latin-1")
 
     def _header(self, name: str, value: str) -> str:
         if name.lower() in SECRET_HEADERS:
             if self.api_key and self.api_key in value:
                 return f"{REDACTED} (redacted: the run's API key)"
+            if any(key in value for key in self.secrets):
+                return f"{REDACTED} (redacted: a key given to the run)"
             return f"{REDACTED} (redacted)"
         return self.scrub(value.encode("utf-8", "replace")).decode("utf-8", "replace")
 
@@ -304,8 +311,8 @@ class EvidenceRecorder:
         self.stored[ex.key] = self.stored.get(ex.key, 0) + len(piece)
 
     def finish(self, ex: Exchange) -> None:
-        """Scrub the key out of the whole body once (a key split across two chunks is caught too)."""
-        if not self.api_key:
+        """Scrub the keys out of the whole body once (a key split across two chunks is caught too)."""
+        if not self.secrets:
             return
         whole = self.scrub(bytes(ex.body))
         if whole != ex.body:

@@ -57,6 +57,8 @@ __all__ = [
     "skipped",
     "info",
     "errored",
+    "finish_reason_tag",
+    "KNOWN_FINISH_REASONS",
 ]
 
 REPORT_FORMAT = 1  # conformance.json's shape; a file without `format` was written before the field existed (1 too)
@@ -184,6 +186,24 @@ def info(behaviour: str, actual: Any, note: str = "", **extra: Any) -> Check:
 
 def errored(note: str) -> Check:
     return Check(Verdict.ERROR, note=note)
+
+
+# finish_reason values some engine is known to send, each a tag of its own (`finish-reason-eos_token` is a quirk an
+# expectation file names): OpenAI's, TGI's, Anthropic's stop reasons, vLLM's and SGLang's abort/error.
+KNOWN_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "eos_token",
+                                  "stop_sequence", "end_turn", "max_tokens", "tool_use", "pause_turn", "refusal",
+                                  "abort", "error"})  # fmt: skip
+
+
+def finish_reason_tag(value: Any) -> str:
+    """The tag for a finish_reason that is not the one asked for. A tag is the harness's word, never the server's
+    text (a newline or a megabyte in it would be a tag): any value not known is `finish-reason-other`, and the value
+    itself goes into the check's `actual`."""
+    if value is None or value == "":
+        return "no-finish-reason"
+    if not isinstance(value, str):
+        return "finish-reason-not-a-string"
+    return f"finish-reason-{value}" if value in KNOWN_FINISH_REASONS else "finish-reason-other"
 
 
 def status_problem(trace: Any) -> Check | None:

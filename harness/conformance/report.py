@@ -87,15 +87,11 @@ _OWN_ENGINE_FIELDS = frozenset({"name", "kind", "version"})
 
 
 def _kept(record: dict[str, Any], own: frozenset[str], keys: list[str]) -> dict[str, Any]:
+    """The record's values scrubbed, but not its field names (the harness's: a key starting `engine_` must not turn
+    `engine_url` into `***_url`), nor the values of its `own` fields."""
     from harness.secrets import scrub_tree
 
-    scrubbed = _object_of(scrub_tree({k: v for k, v in record.items() if k not in own}, keys))
-    return {k: record[k] if k in own else scrubbed[k] for k in record}
-
-
-def _object_of(value: object) -> dict[str, Any]:
-    assert isinstance(value, dict)  # scrub_tree keeps a dict a dict
-    return value
+    return {k: v if k in own else scrub_tree(v, keys) for k, v in record.items()}
 
 
 def _plain(doc: Doc) -> dict[str, Any]:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.client import Trace
 from harness.conformance.case import SCRIPTED_MODEL, Case
-from harness.conformance.context import Ctx
+from harness.conformance.context import MAX_MODELS_BYTES, Ctx
 from harness.conformance.evidence import current_case, end_case, end_liveness, liveness_scope
 from harness.conformance.expectations import Expectations, resolve
 from harness.conformance.model import FAILING, CaseResult, Check, Verdict, errored, skipped
@@ -67,7 +68,19 @@ class SuiteReport:
 
 
 async def discover_model(ctx: Ctx) -> str:
-    t = await ctx.get("/v1/models", sse=False, max_duration_s=min(10.0, ctx.max_stream_s), max_bytes=1 << 20)
+    return (await _discover(ctx))[0]
+
+
+async def _discover(ctx: Ctx) -> tuple[str, str]:
+    """(the first model GET /v1/models lists, ""), or ("", why none was found) when the list went past its bound."""
+    t = await ctx.get("/v1/models", sse=False, max_duration_s=min(10.0, ctx.max_stream_s), max_bytes=MAX_MODELS_BYTES)
+    if t.ended == "limit":
+        return "", (f"GET /v1/models went past the harness's bound of {MAX_MODELS_BYTES >> 20} MiB: no model "
+                    f"discovered (name one with --model)")  # fmt: skip
+    return _first_model(t), ""
+
+
+def _first_model(t: Trace) -> str:
     doc, _ = t.body_json()
     data = doc.get("data") if isinstance(doc, dict) else None
     first = data[0] if isinstance(data, list) and data else None
@@ -88,7 +101,9 @@ async def _liveness_problem(ctx: Ctx) -> str:
         return "the engine process exited"
     check, _ = ctx.liveness()
     # bounded in wall time: a server that drips a byte a second never trips a per-read timeout
-    t = await ctx.get(check.path, sse=False, max_duration_s=min(5.0, ctx.max_stream_s), max_bytes=1 << 20)
+    t = await ctx.get(check.path, sse=False, max_duration_s=min(5.0, ctx.max_stream_s), max_bytes=MAX_MODELS_BYTES)
+    if t.ended == "limit" and t.status == check.status:
+        return ""  # the answer asked for, and more of it than the bound reads (a gateway's models): a server is there
     return check.problem(t.status, t.body)
 
 
@@ -150,7 +165,9 @@ async def run_suite(
     stopped: str | None = None  # why the remaining cases are not run
     try:
         if not ctx.model:
-            ctx.model = await discover_model(ctx)
+            ctx.model, why = await _discover(ctx)
+            if why:  # a list too long to read is not a server without models: the report says which it was
+                report.engine["model_note"] = why
         report.engine.setdefault("model", ctx.model)
         if ctx.scripted:  # a re-judge of this run knows the tools.* and reasoning.* cases had their model
             report.engine.setdefault("scripted_model", True)
@@ -167,8 +184,8 @@ async def run_suite(
         await ctx.aclose()
     report.duration_s = time.monotonic() - t0
     # every caller (conform, harness run's stage, the pytest plugin, the upgrade) gets a report that holds no key a
-    # server echoed back, so no output made from it can forget to scrub it
-    scrub_report(report, [ctx.api_key])
+    # server echoed back (the engine's own key behind a gateway too), so no output made from it can forget to scrub it
+    scrub_report(report, [ctx.api_key, ctx.engine_api_key])
     return report
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.conformance.model import Check, Deviations, Level, failed, info, passed, skipped
+from harness.client.sse import decode_json
+from harness.conformance.model import Check, Deviations, Level, failed, finish_reason_tag, info, passed, skipped
 from harness.conformance.view import StreamView, choices
 
 __all__ = ["SHAPE_CHECKS", "streamed_text", "per_index", "is_role_only", "usage_chunk"]
@@ -319,7 +320,7 @@ def finish_reason_values(view: StreamView) -> Check:
             if not isinstance(fr, str):
                 dev.add("finish-reason-not-a-string", sorted(FINISH_REASONS), fr, n)
             elif fr not in FINISH_REASONS:
-                dev.add(f"finish-reason-{fr}", sorted(FINISH_REASONS), fr, n)
+                dev.add(finish_reason_tag(fr), sorted(FINISH_REASONS), fr, n)
     return dev.check()
 
 
@@ -469,15 +470,12 @@ def tool_arguments(view: StreamView) -> str:
 
 
 def tools_arguments_json(view: StreamView) -> Check:
-    import json
-
     if not tool_calls(view):
         return skipped("no tool calls in this stream")
     text = tool_arguments(view)
-    try:
-        val = json.loads(text)
-    except ValueError as exc:
-        return failed("arguments-not-json", "fragments concatenate to a JSON object", text[:200], note=str(exc))
+    val, err = decode_json(text)  # bounded in depth, as every JSON a judge parses
+    if err is not None:
+        return failed("arguments-not-json", "fragments concatenate to a JSON object", text[:200], note=err)
     return passed(f"{type(val).__name__}: {text[:120]}")
 
 
@@ -488,7 +486,7 @@ def tools_finish_reason(view: StreamView) -> Check:
     if not frs:
         return failed("no-finish-reason", "finish_reason tool_calls (or stop for a named tool_choice)", "none")
     if frs[-1] not in ("tool_calls", "stop"):
-        return failed(f"finish-reason-{frs[-1]}", "tool_calls or stop", frs[-1])
+        return failed(finish_reason_tag(frs[-1]), "tool_calls or stop", frs[-1])
     return passed(f"finish_reason={frs[-1]}")
 
 

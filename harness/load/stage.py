@@ -26,7 +26,7 @@ def run_stage(ctx: StageContext) -> StageResult:
         engine_source="manifest",
     )
     try:
-        run_scenario(sc, target, out, progress=False)
+        run_scenario(sc, target, out, progress=False, force=ctx.force)  # `harness run` checked --out before launch
     except OutputError as exc:  # an earlier result in this run directory: a failed stage, not a lost result
         return StageResult(name="load", ok=False, summary=str(exc), data={"error": str(exc)})
     s = write_reports(out)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.shown import shown
 
 __all__ = ["register"]
 
@@ -26,8 +27,9 @@ def register(sub: Any) -> None:
     p.add_argument("--find-links", action="append", default=None, help="default: pip's configured find-links")
     p.add_argument("--no-auto-overrides", action="store_true", help="do not override the wheel's local-version pins")
     p.add_argument("--python-version", default="3.11")
-    p.add_argument("--as-of", help="'release' (its wheel's upload time on the index) or YYYY-MM-DD: resolve as the "
-                   "index stood then (uv --exclude-newer); the pins themselves are exempt")  # fmt: skip
+    p.add_argument("--as-of", help="'release' (its wheel's upload time on pip's index, which uv resolves against) or "
+                   "YYYY-MM-DD (1970-01-01 to 9998-12-31): resolve as the index stood then (uv --exclude-newer); the "
+                   "pins themselves are exempt")  # fmt: skip
     p.add_argument("--dated-by", metavar="PROJECT", help="--as-of release: date it by PROJECT==VERSION's upload "
                    "(the upstream project of a repackaged wheel)")  # fmt: skip
     p.add_argument("--force", action="store_true")
@@ -54,7 +56,8 @@ def register(sub: Any) -> None:
                    help="say per release whether its cell would be reused or run, and why; lock, install and launch"
                    " nothing, write nothing")  # fmt: skip
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="where cells run (default local)")
-    p.add_argument("--ray-address", help="HOST:PORT of a Ray cluster on loopback (default: a Ray of this run alone)")
+    p.add_argument("--ray-address", help="HOST:PORT of a Ray cluster on loopback, [::1]:PORT for IPv6 (default: a "
+                   "new Ray of this run alone; RAY_ADDRESS is never joined)")  # fmt: skip
     p.add_argument("--ray-retries", type=int, default=1, help="times Ray runs a cell again when its node dies")
     p.add_argument("--cell-index", type=int, help="run only the N-th selected release's cell (no pages); 0-based")
     p.add_argument("--collect", nargs="+", metavar="DIR", help="merge the cells of these matrix directories into --out")
@@ -62,7 +65,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rejudge", metavar="OLD.yaml", help="judge DIR's cells again under the spec's expectation file "
                    "as it is now, no engine started; OLD.yaml: the file as it was when they were made")  # fmt: skip
     p.add_argument("--emit", choices=["k8s-job"], help="print a Kubernetes Indexed Job for the cells; run nothing")
-    p.add_argument("--image", help="--emit: the container image (harness and the spec inside; default harness:VER)")
+    p.add_argument("--image", help="--emit: the container image, NAME[:TAG]@sha256:<64 hex> (harness and the spec "
+                   "inside; default harness:VER)")  # fmt: skip
     p.add_argument("--spec-path", help="--emit: the spec's path inside the image (default: as given)")
     p.add_argument("--job-name", help="--emit: the Job's name (default harness-matrix-<spec name>)")
     p.add_argument("--parallelism", type=int, help="--emit: pods at once (default: every cell)")
@@ -177,6 +181,12 @@ def _check_modes(args: argparse.Namespace) -> None:
         used = [o for o in _MODE_OPTIONS["emit"] if getattr(args, o) is not None]
         if used:
             raise UsageError(f"--{used[0].replace('_', '-')} is an option of --emit")
+    else:  # --emit runs nothing: its pods write their own /results, with every prompt set, each cell once
+        unused = [o for o, on in (("--out", args.out is not None), ("--prompts", args.prompts is not None),
+                                  ("--retry-failed", args.retry_failed), ("--keep-envs", args.keep_envs is not None),
+                                  ("--plan", args.plan)) if on]  # fmt: skip
+        if unused:
+            raise UsageError(f"--emit k8s-job does not use {', '.join(unused)}")
     if args.executor != "ray" and args.ray_address is not None:
         raise UsageError("--ray-address is an option of --executor ray")
     if args.executor == "ray" and (args.emit or args.cell_index is not None or args.collect or args.rejudge):
@@ -193,13 +203,14 @@ def _check_modes(args: argparse.Namespace) -> None:
 
 def _emit(args: argparse.Namespace, spec: Any, releases: list[str]) -> int:
     from harness import __version__
-    from harness.matrix.k8s import check_with_k8s_models, job_document, job_yaml
+    from harness.matrix.k8s import check_image, check_with_k8s_models, job_document, job_yaml
 
     doc = job_document(
         spec,
         releases,
         args.spec_path or args.spec,
-        image=args.image or f"harness:{__version__}",
+        # a given image is pinned by digest; the default names this harness's own build, as loaded by tag
+        image=check_image(args.image) if args.image is not None else f"harness:{__version__}",
         name=args.job_name,
         parallelism=args.parallelism,
         results_claim=args.results_claim,
@@ -221,7 +232,9 @@ def _cell_index(args: argparse.Namespace, spec: Any, releases: list[str], say: A
     (Path(args.out) / "cells").mkdir(parents=True, exist_ok=True)
     cell, action = ensure_cell(spec, release, Path(args.out), retry_failed=args.retry_failed,
                                prompt_sets=args.prompts, say=say)  # fmt: skip
-    state = "ran" if cell.get("status") == "ran" else f"failed at {cell.get('stage')}: {cell.get('reason')}"
+    # a cell's reason quotes an engine, or the cell came from another machine: shown escaped, as --plan does
+    failed = f"failed at {shown(cell.get('stage'))}: {shown(cell.get('reason'))}"
+    state = "ran" if cell.get("status") == "ran" else failed
     print(f"matrix: cell {n} ({release}): {action}; {state}; {args.out}/cells/{release}.json")
     return 0 if cell.get("status") == "ran" else 1
 
@@ -311,7 +324,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     )
     for v in failed:
         c = next(c for c in doc["releases"] if c["release"] == v)
-        print(f"  {v}: failed at {c['stage']}: {c['reason']}")
+        print(f"  {v}: failed at {shown(c['stage'])}: {shown(c['reason'])}")
     # a drift cell is no column, so it is not in doc["releases"]; its failure counts all the same
     drift_failed = [
         d["drift_cell"] for d in doc.get("drift") or [] if d["release"] in releases and d["status"] != "ran"

@@ -18,10 +18,13 @@ cluster, the driver runs on the head node (`ray job submit`, or a KubeRay head p
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,12 +35,17 @@ from harness.errors import DataError, HarnessError, RefusedError, UsageError
 from harness.matrix.cell import CELL_FORMAT, CellKey, check_cell_shape, failed_cell, write_cell
 from harness.matrix.run import CellJob, record_lock
 from harness.matrix.spec import MatrixSpec
+from harness.shown import shown
 
 __all__ = ["RayExecutor", "run_on_node", "store_result", "GOLDEN_MAX_BYTES", "ray_options"]
 
 GOLDEN_MAX_BYTES = 64 << 20  # a cell's golden recording is a few hundred KiB; this bounds what a node may send back
 # how long past its startup timeout a cell may run on a node before the driver cancels it (install, golden, suite)
 CELL_BUDGET_S = 3600.0
+# --ray-address: its GCS port must answer as a gRPC server within PROBE_S, and ray.init must have joined within
+# JOIN_S; Ray's own connect retries for over 10 minutes where nothing runs Ray
+PROBE_S = 5.0
+JOIN_S = 30.0
 
 
 def ray_options(spec: MatrixSpec, release: str) -> dict[str, Any]:
@@ -163,28 +171,93 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _loopback_address(address: str | None) -> str | None:
-    from harness.net import LOOPBACK_RULE, is_loopback_host
+def _gcs_address(address: str, what: str) -> tuple[str, int]:
+    """(host, port) of a Ray GCS named HOST:PORT, on loopback by harness.net's one rule; `localhost` is handed on as
+    127.0.0.1, so no name is ever resolved."""
+    from harness.net import loopback_host_port
 
-    if address is None:
-        return None
-    host, sep, port = address.rpartition(":")
     if address.startswith("ray://"):
-        raise UsageError("--ray-address: give HOST:PORT of the cluster's GCS (Ray Client ray:// is not used)")
-    if not sep or not port.isdigit() or not is_loopback_host(host.strip("[]")):
-        raise RefusedError(f"--ray-address: refusing {address[:80]!r}: {LOOPBACK_RULE} (run the driver on the head)")
-    return address
+        raise UsageError(f"{what}: give HOST:PORT of the cluster's GCS (Ray Client ray:// is not used)")
+    host, port = loopback_host_port(address, what=what)
+    return ("127.0.0.1" if host.lower() == "localhost" else host), port
+
+
+# the client's HTTP/2 connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS is one) answers with
+# a SETTINGS frame of its own
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
+
+
+def _gcs_silence(host: str, port: int, seconds: float) -> str | None:
+    """None when a gRPC server answers at (host, port), a parsed loopback address, within `seconds`; else what
+    happened instead. One connection, bounded in time and in the 9 bytes it reads."""
+    deadline = time.monotonic() + seconds
+    head = b""
+    try:
+        with socket.create_connection((host, port), timeout=seconds) as sock:
+            sock.sendall(_H2_HELLO)
+            while len(head) < 9:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    return "it closed the connection without an answer"
+                head += chunk
+    except TimeoutError:
+        return f"no answer within {seconds:g} s"
+    except OSError as exc:
+        return f"cannot connect: {exc.strerror or exc}"
+    if head[3] != 0x04:  # an HTTP/2 frame header: length (3 bytes), type (4 is SETTINGS), flags, stream
+        return "what answers there is not a gRPC server"
+    return None
+
+
+def _within(seconds: float, call: Callable[[], object]) -> bool:
+    """Run `call` on a thread of its own and wait at most `seconds`: True when it returned (what it raised is raised
+    here), False when it still runs (a daemon thread: it cannot keep the process alive, and SIGTERM stops it)."""
+    raised: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=body, name="harness-ray-join", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        return False
+    if raised:
+        raise raised[0]
+    return True
+
+
+def _no_thread_note(record: logging.LogRecord) -> bool:
+    # ray.init off the main thread says it set no SIGTERM handler: the driver sets its own while cells are out
+    # (_sigterm_interrupts); before that, SIGTERM ends the driver at once and Ray ends a gone driver's tasks
+    return "SIGTERM handler is not set" not in record.getMessage()
 
 
 class RayExecutor:
     """Each planned cell is one Ray task with the resources the spec asks for; results come back to the driver."""
 
     def __init__(self, address: str | None = None, *, max_retries: int = 1, poll_s: float = 10.0) -> None:
-        self.address = _loopback_address(address)
+        self.gcs = _gcs_address(address, "--ray-address") if address is not None else None
+        host, port = self.gcs or ("", 0)
+        self.address = None if self.gcs is None else (f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        # Without --ray-address a new Ray of this run alone starts (address="local": Ray reads neither RAY_ADDRESS
+        # nor its address file). A RAY_ADDRESS off loopback is refused all the same: whoever set it meant a cluster
+        # this driver must not join; one on loopback is said and not joined.
+        self.unjoined_env = None if address is not None else (os.environ.get("RAY_ADDRESS") or None)
+        if self.unjoined_env is not None:
+            try:
+                _gcs_address(self.unjoined_env, "RAY_ADDRESS")
+            except (RefusedError, UsageError) as exc:
+                hint = "unset it for a Ray of this run alone, or join a cluster on loopback with --ray-address"
+                raise type(exc)(f"{exc}; {hint}") from None
         self.max_retries = max_retries
         self.poll_s = poll_s
 
-    def _connect(self) -> Any:
+    def _connect(self, say: Callable[[str], None]) -> Any:
         # Ray on one machine takes the loopback address for its nodes only when it believes it is not a cluster
         # member; a cluster bound to 127.0.0.1 is reached that way (read when ray is first imported)
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -193,12 +266,31 @@ class RayExecutor:
         except ImportError:
             raise UsageError("--executor ray needs Ray: pip install 'harness[ray]'") from None
         kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
-        if self.address is None:  # a Ray instance of this run alone, on this machine
-            kw.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+        if self.gcs is None:
+            if self.unjoined_env is not None:
+                say(shown(f"RAY_ADDRESS={self.unjoined_env} is not joined: without --ray-address this run starts a "
+                          "Ray of its own"))  # fmt: skip
+            try:
+                ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", **kw)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise RefusedError(f"cannot start a local Ray instance: {exc}") from None
+            return ray
+        # Ray's own connect to a port where no GCS answers retries for over 10 minutes and holds off SIGTERM: a
+        # probe first, then ray.init on a thread of its own with a deadline
+        silence = _gcs_silence(*self.gcs, PROBE_S)
+        if silence is not None:
+            raise RefusedError(f"--ray-address {self.address}: no Ray cluster answers there ({silence})")
+        worker_log = logging.getLogger("ray._private.worker")
+        worker_log.addFilter(_no_thread_note)
         try:
-            ray.init(address=self.address, **kw)
+            joined = _within(JOIN_S, lambda: ray.init(address=self.address, **kw))
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RefusedError(f"--ray-address {self.address}: cannot join the Ray cluster: {exc}") from None
+        finally:
+            worker_log.removeFilter(_no_thread_note)
+        if not joined:
+            raise RefusedError(f"--ray-address {self.address}: the Ray cluster did not take this driver within "
+                               f"{JOIN_S:g} s")  # fmt: skip
         return ray
 
     def run(
@@ -210,7 +302,7 @@ class RayExecutor:
         prompt_sets: list[str] | None,
         say: Callable[[str], None],
     ) -> None:
-        ray = self._connect()
+        ray = self._connect(say)
         pending: dict[Any, tuple[CellJob, float]] = {}
         try:
             task = ray.remote(run_on_node)
@@ -263,7 +355,8 @@ class RayExecutor:
                 store_result(out, cell, golden)
                 where = (cell.get("ran_on") or {}).get("node_id") or "?"
                 state = "ran" if cell.get("status") == "ran" else f"failed at {cell.get('stage')}: {cell.get('reason')}"
-                say(f"[{job.release}] {state} on node {str(where)[:12]} in {now - started:.0f} s")
+                # the reason and the node id come from the node: shown escaped
+                say(shown(f"[{job.release}] {state} on node {str(where)[:12]} in {now - started:.0f} s"))
             for ref, (job, started) in list(pending.items()):
                 bound = float(spec.setting(job.release, "startup_timeout_s")) + CELL_BUDGET_S
                 if now - started > bound:

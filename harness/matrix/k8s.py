@@ -22,11 +22,31 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import DataError, UsageError
+from harness.manifest import DIGEST
 from harness.matrix.spec import MatrixSpec
 
-__all__ = ["job_document", "check_with_k8s_models", "job_yaml"]
+__all__ = ["job_document", "check_with_k8s_models", "job_yaml", "check_image"]
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# An image reference as the OCI distribution grammar writes it: [HOST[:PORT]/]PATH[:TAG], here with the digest the
+# harness pins every image by (a docker manifest's runtime.docker.digest), so every pod runs the same bytes.
+_HOST_PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_PINNED_IMAGE = re.compile(
+    rf"(?:{_HOST_PART}(?:\.{_HOST_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    rf"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?@{DIGEST.pattern}",
+    re.ASCII,
+)
+
+
+def check_image(image: str) -> str:
+    """`image` when it is a reference pinned by digest (NAME[:TAG]@sha256:<64 hex>); UsageError otherwise, so no
+    whitespace, control character or YAML syntax reaches the Job, and no pod runs whatever a tag names that day."""
+    if len(image) > 512 or not _PINNED_IMAGE.fullmatch(image):
+        raise UsageError(
+            f"--image: not an image reference pinned by digest, NAME[:TAG]@sha256:<64 hex>: {image[:120]!r}"
+        )
+    return image
 
 
 def _max_resources(spec: MatrixSpec, releases: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -64,9 +84,13 @@ def job_document(
     if not releases:
         raise UsageError("--emit k8s-job: no release selected")
     job_name = name or f"harness-matrix-{spec.name}".lower().replace("_", "-").replace(".", "-")
-    for what, value in (("--job-name", job_name), ("--results-claim", results_claim), ("--home-claim", home_claim)):
+    # the default name is made from the spec's: a refusal names where it came from, not an option not given
+    name_from = "--job-name" if name else f"the spec's name {spec.name[:60]!r} makes the Job's name (give --job-name)"
+    for what, value in ((name_from, job_name), ("--results-claim", results_claim), ("--home-claim", home_claim)):
         if value is not None and not _DNS_LABEL.fullmatch(value):
-            raise UsageError(f"{what}: not a Kubernetes name (lower case letters, digits, '-'; 63 at most): {value!r}")
+            raise UsageError(
+                f"{what}: not a Kubernetes name (lower case letters, digits, '-'; 63 at most): {value[:80]!r}"
+            )
     if parallelism is not None and not 1 <= parallelism <= len(releases):
         raise UsageError(f"--parallelism must be 1 to {len(releases)}, got {parallelism}")
     limits, ray_only = _max_resources(spec, releases)

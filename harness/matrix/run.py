@@ -23,6 +23,7 @@ from harness.matrix.cell import (
 )
 from harness.matrix.spec import MatrixSpec, base_version, is_drift, render_manifest
 from harness.progress import progress
+from harness.shown import shown
 
 __all__ = [
     "preview_cell",
@@ -283,6 +284,7 @@ def plan_cell(
     key = cell_key(spec, release, lock, prompt_sets, stale=bool(stale))
     cell = load_cell(out, release)
     reuse, why = reuse_decision(cell, key, retry_failed=retry_failed)
+    why = shown(why)  # it quotes the stored cell's key and stage, which may come from another machine
     if reuse and cell is not None:
         changed = attach_golden_diff(cell, out, spec.baseline)
         changed = _fill_flags(spec, release, cell, lock, out) or changed

@@ -218,7 +218,7 @@ def test_the_matrix_locks_a_release_as_of_its_release_and_says_so(tmp_path, monk
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     asked: list[tuple[str, str]] = []
 
-    def dater(name: str, version: str) -> dt.datetime:
+    def dater(name: str, version: str, index: str | None = None) -> dt.datetime:
         asked.append((name, version))
         return dt.datetime(2025, 10, 4, 1, 39, 32, tzinfo=dt.UTC)
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import jsonschema
 
+from harness.client.sse import decode_json
 from harness.conformance.cases.tools import message_of, needs_scripted
-from harness.conformance.model import Check, failed, passed, skipped
+from harness.conformance.model import Check, failed, finish_reason_tag, passed, skipped
 from harness.conformance.registry import case
 
 __all__ = ["NESTED_SCHEMA", "judge_document"]
@@ -40,16 +41,15 @@ def judge_document(text: Any, finish: Any, schema: dict[str, Any]) -> Check:
     """The content is one JSON document that validates against `schema`, and the answer ended by itself."""
     if not isinstance(text, str):
         return failed("no-content", "a JSON document in content", text)
-    try:
-        doc = json.loads(text)
-    except ValueError:
+    doc, err = decode_json(text)  # bounded in depth, as every JSON a judge parses (the document is `actual` below)
+    if err is not None:
         tag = "truncated" if finish == "length" else "not-json"
-        return failed(tag, "a JSON document", text[:300])
+        return failed(tag, "a JSON document", text[:300], note=err)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         return failed("schema-violated", errors[0].message, doc)
     if finish != "stop":
-        return failed(f"finish-reason-{finish}", "stop", finish)
+        return failed(finish_reason_tag(finish), "stop", finish)
     return passed(json.dumps(doc)[:120])
 
 

@@ -10,11 +10,11 @@ pure `judge_*` function of a StreamView, so recorded streams are judged exactly 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from harness.client import Trace
-from harness.conformance.model import Check, Deviations, failed, passed, skipped, status_problem
+from harness.client.sse import decode_json
+from harness.conformance.model import Check, Deviations, failed, finish_reason_tag, passed, skipped, status_problem
 from harness.conformance.registry import case
 from harness.conformance.shape import (
     done_present,
@@ -72,7 +72,7 @@ def _completion_tokens(view: StreamView) -> int | None:
 
 def judge_length_cut(view: StreamView, max_tokens: int) -> Check:
     """A text generation cut short by `max_tokens` reports finish_reason `length` on every choice; any other value is
-    `finish-reason-<value>`. A generation that ended by itself before the bound (fewer tokens than `max_tokens`, by
+    its `finish_reason_tag`. A generation that ended by itself before the bound (fewer tokens than `max_tokens`, by
     usage or by the tokens streamed) was not cut: nothing to judge."""
     if (p := _status(view)) is not None:
         return p
@@ -89,7 +89,7 @@ def judge_length_cut(view: StreamView, max_tokens: int) -> Check:
     dev = Deviations()
     for i, r in frs.items():
         if r and r[-1] != "length":
-            dev.add(f"finish-reason-{r[-1]}", f"choice {i}: length (cut at max_tokens={max_tokens})", r[-1])
+            dev.add(finish_reason_tag(r[-1]), f"choice {i}: length (cut at max_tokens={max_tokens})", r[-1])
     _ends_well(view, dev)
     return dev.check(passed(f"{len(frs)} choice(s) cut at {made} tokens, finish_reason length"))
 
@@ -106,11 +106,7 @@ def judge_tool_call_cut(view: StreamView, max_tokens: int) -> Check:
     frs = [r for rs in finish_reasons(view).values() for r in rs]
     last = frs[-1] if frs else None
     dev = Deviations()
-    try:
-        json.loads(text)
-        parsed = True
-    except ValueError:
-        parsed = False
+    parsed = decode_json(text)[1] is None  # bounded in depth, as every JSON a judge parses
     if not parsed and last != "length":
         dev.add(
             "truncated-tool-call-not-length",

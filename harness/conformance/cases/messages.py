@@ -7,6 +7,8 @@ apischema). The stream's grammar:
     message_start -> (content_block_start -> content_block_delta... -> content_block_stop)... -> message_delta
     (stop_reason, usage) -> message_stop          `ping` is allowed anywhere before message_stop
 
+An `error` event fails every stream case with `error-event` (chat's chat.stream.no-error-event tag).
+
 A release that does not serve the endpoint gets `absent` on every case (404/405 at the route). `tool_use` blocks and a
 `tool_result` turn (`messages.tools.*`) need a scripted model and are selected only for one (`Case.needs`).
 """
@@ -17,12 +19,19 @@ import json
 from typing import Any
 
 from harness.client import Trace
-from harness.conformance.apischema import schema_errors, schema_source
+from harness.conformance.apischema import MAX_STREAM_NODES, NodeBudget, schema_errors, schema_source
 from harness.conformance.case import SCRIPTED_MODEL
 from harness.conformance.context import probe
 from harness.conformance.model import Check, Deviations, absent_problem, failed, passed, skipped, status_problem
 from harness.conformance.registry import case
-from harness.conformance.typedstream import TypedStream, end_problem, typed_stream
+from harness.conformance.typedstream import (
+    TypedStream,
+    add_error_events,
+    end_problem,
+    is_error_event,
+    too_large_for_sdk,
+    typed_stream,
+)
 
 __all__ = [
     "MESSAGES",
@@ -173,7 +182,8 @@ def _obj(v: Any) -> dict[str, Any]:
 
 def judge_order(s: TypedStream) -> Check:
     dev = Deviations()
-    evs = [e for e in s.events if e.type not in ("ping", "error")]
+    add_error_events(s, dev)
+    evs = [e for e in s.events if e.type != "ping" and not is_error_event(e)]
     if [e.type for e in evs[:1]] != ["message_start"]:
         dev.add("no-message-start-first", "message_start first", evs[0].type if evs else None, 0)
     open_block: Any = None
@@ -211,6 +221,7 @@ def judge_order(s: TypedStream) -> Check:
 def judge_indexes(s: TypedStream) -> Check:
     """Blocks are numbered 0, 1, ... in order, and every delta and stop names the block that is open."""
     dev = Deviations()
+    add_error_events(s, dev)
     started = -1
     open_index: Any = None
     for e in s.events:
@@ -237,12 +248,14 @@ def streamed_text(s: TypedStream) -> str:
 
 def judge_final_delta(s: TypedStream) -> Check:
     """message_delta carries the stop_reason and the usage (output_tokens), as clients read them from it."""
+    dev = Deviations()
+    add_error_events(s, dev)
     deltas = [e for e in s.events if e.type == "message_delta"]
     if not deltas:
-        return failed("no-message-delta", "a message_delta", [e.type for e in s.events][-3:])
+        dev.add("no-message-delta", "a message_delta", [e.type for e in s.events][-3:])
+        return dev.check()
     o = _obj(deltas[-1].obj)
     d = _obj(o.get("delta"))
-    dev = Deviations()
     if d.get("stop_reason") not in STOP_REASONS:
         dev.add("no-stop-reason-in-delta", f"one of {', '.join(STOP_REASONS)}", d.get("stop_reason"), deltas[-1].n)
     u = _obj(o.get("usage"))
@@ -257,6 +270,7 @@ def judge_ends(s: TypedStream) -> Check:
     ended = end_problem(s)
     if ended is not None:
         dev.add(ended[0], "the server closes the stream after message_stop", s.ended, note=ended[1])
+    add_error_events(s, dev)
     at = next((i for i, e in enumerate(s.events) if e.type == "message_stop"), None)
     if at is None:
         dev.add("no-message-stop", "message_stop", s.events[-1].type if s.events else None)
@@ -271,6 +285,8 @@ def judge_ends(s: TypedStream) -> Check:
 
 def judge_event_names(s: TypedStream) -> Check:
     dev = Deviations()
+    add_error_events(s, dev)
+    budget = NodeBudget(MAX_STREAM_NODES)
     for e in s.events:
         if e.obj is None:
             dev.add("event-not-json", "JSON data", e.error, e.n)
@@ -279,7 +295,7 @@ def judge_event_names(s: TypedStream) -> Check:
             dev.add("event-name-mismatch", e.type, e.name, e.n)
         if e.type in ("ping", "error"):
             continue  # not part of the SDK's stream-event union (it handles them itself)
-        for tag, message in schema_errors("messages", "stream_event", e.obj):
+        for tag, message in schema_errors("messages", "stream_event", e.obj, budget):
             dev.add(tag, f"{e.type or 'event'} valid per {schema_source('messages')}", message, e.n)
     return dev.check()
 
@@ -313,8 +329,12 @@ async def stream_matches(ctx) -> Check:
     if problem or problem2:
         return problem or problem2  # type: ignore[return-value]
     assert s is not None
+    dev = Deviations()
+    add_error_events(s, dev)
     want, got = message_text(doc), streamed_text(s)
-    return passed() if want == got else failed("stream-text-differs", want, got)
+    if want != got:
+        dev.add("stream-text-differs", want, got)
+    return dev.check()
 
 
 # -- request fields ------------------------------------------------------------------------------------------------
@@ -463,6 +483,8 @@ async def sdk_messages(ctx) -> Check:
     probe_t = await ctx.probe("messages.create")
     if (absent := absent_problem(probe_t, f"POST {MESSAGES}")) is not None:
         return absent
+    if (big := too_large_for_sdk(probe_t, await ctx.probe("messages.stream"))) is not None:
+        return big
     from harness.client.bridge import httpx2_client
 
     # the SDK wants an httpx2 client: one that sends through this suite's own (recorded, bounded) client

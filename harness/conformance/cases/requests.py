@@ -6,11 +6,20 @@ chunks as dicts in, a Check out), so recorded answers are judged exactly as live
 
 from __future__ import annotations
 
-import json
-
 from harness.client import Trace
+from harness.client.sse import decode_json
 from harness.conformance.context import probe
-from harness.conformance.model import Check, Deviations, Level, failed, info, passed, skipped, status_problem
+from harness.conformance.model import (
+    Check,
+    Deviations,
+    Level,
+    failed,
+    finish_reason_tag,
+    info,
+    passed,
+    skipped,
+    status_problem,
+)
 from harness.conformance.registry import case, shape_cases
 from harness.conformance.shape import TOOL_CHECKS, is_bare_finish, per_index, streamed_text, tool_arguments, tool_calls
 from harness.conformance.view import StreamView, choices, from_trace
@@ -69,7 +78,7 @@ def judge_length(t: Trace, max_tokens: int) -> Check:
         return p or failed("non-stream-shape", "JSON with choices", None)
     dev = Deviations()
     if c0.get("finish_reason") != "length":
-        dev.add(f"finish-reason-{c0.get('finish_reason')}", "length", c0.get("finish_reason"))
+        dev.add(finish_reason_tag(c0.get("finish_reason")), "length", c0.get("finish_reason"))
     usage = t.body_json()[0].get("usage")
     ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
     if ct != max_tokens:
@@ -112,7 +121,7 @@ async def _stop_stream(ctx):
 
 
 def judge_stop_finish(view: StreamView, stop: str) -> Check:
-    """Exactly one finish_reason, `stop`. Each other value is `finish-reason-<value>` (TGI: stop_sequence)."""
+    """Exactly one finish_reason, `stop`. Each other value is its `finish_reason_tag` (TGI: stop_sequence)."""
     frs = [c.get("finish_reason") for _, o in view.objects() for c in choices(o) if c.get("finish_reason")]
     dev = Deviations()
     if not frs:
@@ -121,7 +130,7 @@ def judge_stop_finish(view: StreamView, stop: str) -> Check:
         dev.add("multiple-finish-reasons", ["stop"], frs)
     for fr in frs:
         if fr != "stop":
-            dev.add(f"finish-reason-{fr}", ["stop"], frs)
+            dev.add(finish_reason_tag(fr), ["stop"], frs)
     return dev.check(note=f"stop={stop!r}")
 
 
@@ -195,7 +204,7 @@ async def stop_token_ids(ctx) -> Check:
     got = c1.get("token_ids") or []
     dev = Deviations()
     if c1.get("finish_reason") != "stop":
-        dev.add(f"finish-reason-{c1.get('finish_reason')}", "stop", c1.get("finish_reason"), note=f"stop id {ids[k]}")
+        dev.add(finish_reason_tag(c1.get("finish_reason")), "stop", c1.get("finish_reason"), note=f"stop id {ids[k]}")
     if got != ids[: k + 1]:
         dev.add("stopped-elsewhere", ids[: k + 1], got)
     return dev.check(passed(f"stopped at token {ids[k]} (position {k}), stop_reason={c1.get('stop_reason')!r}"))
@@ -304,10 +313,9 @@ def judge_arguments_schema(t: Trace) -> Check:
     if (p := status_problem(t)) is not None:
         return p
     text = tool_arguments(from_trace(t))
-    try:
-        val = json.loads(text)
-    except ValueError:
-        return failed("arguments-not-json", "JSON", text[:200])
+    val, err = decode_json(text)  # bounded in depth, as every JSON a judge parses
+    if err is not None:
+        return failed("arguments-not-json", "JSON", text[:200], note=err)
     if val not in TOOL_SCHEMA["enum"]:
         return failed("schema-mismatch", TOOL_SCHEMA, val)
     return passed(repr(val))

@@ -9,7 +9,8 @@ apischema; one `schema:<path>:<keyword>` tag per break). The stream is judged on
     response.output_item.done)... -> response.completed | response.incomplete | response.failed
 
 with `sequence_number` strictly increasing, `item_id`/`output_index` naming the item they belong to, the deltas adding
-up to the done text, the part and the final response, and nothing after the terminal event. A release that does not
+up to the done text, the part and the final response, and nothing after the terminal event. An `error` event fails
+every stream case with `error-event` (chat's chat.stream.no-error-event tag). A release that does not
 serve the endpoint gets `absent` on every case (404/405 at the route), which the matrix shows as data.
 Function tools (`responses.tools.*`) need a scripted model and are selected only for one (`Case.needs`).
 """
@@ -18,14 +19,23 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 from harness.client import Trace
-from harness.conformance.apischema import schema_errors, schema_source
+from harness.client.sse import decode_json
+from harness.conformance.apischema import MAX_STREAM_NODES, NodeBudget, schema_errors, schema_source
 from harness.conformance.case import SCRIPTED_MODEL
 from harness.conformance.context import probe
 from harness.conformance.model import Check, Deviations, absent_problem, failed, passed, skipped, status_problem
 from harness.conformance.registry import case
-from harness.conformance.typedstream import TypedStream, end_problem, typed_stream
+from harness.conformance.typedstream import (
+    TypedStream,
+    add_error_events,
+    end_problem,
+    is_error_event,
+    too_large_for_sdk,
+    typed_stream,
+)
 
 __all__ = [
     "RESPONSES",
@@ -152,12 +162,18 @@ def _obj(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+def _key(v: Any) -> Any:
+    """`v` as a dict key: a list or an object a server sent in place of an id or an index, by its repr."""
+    return repr(v) if isinstance(v, (list, dict)) else v
+
+
 def judge_order(s: TypedStream) -> Check:
     """The grammar of event kinds: created, in_progress, then items (each added .. done, a message's parts inside it,
     each part's text deltas then its text done), then the terminal event. Events this grammar does not name
     (reasoning, tool calls) are allowed inside an item. Which item or part an event names is `judge_ids`'s."""
     dev = Deviations()
-    evs = [e for e in s.events if e.type != "error"]
+    add_error_events(s, dev)
+    evs = [e for e in s.events if not is_error_event(e)]
     names = [e.type for e in evs]
     if names[:1] != ["response.created"]:
         dev.add("no-created-first", "response.created first", names[:1], 0)
@@ -199,6 +215,7 @@ def judge_order(s: TypedStream) -> Check:
 
 def judge_sequence(s: TypedStream) -> Check:
     dev = Deviations()
+    add_error_events(s, dev)
     last: int | None = None
     for e in s.events:
         seq = e.obj.get("sequence_number") if isinstance(e.obj, dict) else None
@@ -214,6 +231,7 @@ def judge_sequence(s: TypedStream) -> Check:
 def judge_ids(s: TypedStream) -> Check:
     """item_id and output_index of every part/text event name the item added at that output_index."""
     dev = Deviations()
+    add_error_events(s, dev)
     items: dict[Any, Any] = {}  # output_index -> the item's id
     part: Any = None  # content_index of the open content part
     for e in s.events:
@@ -239,7 +257,7 @@ def judge_ids(s: TypedStream) -> Check:
             elif item.get("id") != items[oi]:
                 dev.add("item-id-changed", items[oi], item.get("id"), e.n)
         elif "item_id" in o or e.type.startswith(("response.content_part.", "response.output_text.")):
-            if oi not in items:
+            if type(oi) is not int or oi not in items:  # (another event's output_index may be a list)
                 dev.add("output-index-unknown", f"one of {sorted(items)}", oi, e.n)
             elif o.get("item_id") != items[oi]:
                 dev.add("item-id-mismatch", items[oi], o.get("item_id"), e.n)
@@ -268,13 +286,17 @@ def judge_deltas(s: TypedStream) -> Check:
     """The deltas of each part add up to its output_text.done text, its content_part.done part and the terminal
     response's text."""
     dev = Deviations()
+    add_error_events(s, dev)
     acc: dict[tuple[Any, Any], str] = {}
     part: Any = None  # a part's text events belong to it whatever content_index they name (that is judge_ids's)
     for e in s.events:
         o = e.obj if isinstance(e.obj, dict) else {}
         if e.type == "response.content_part.added":
             part = o.get("content_index")
-        key = (o.get("item_id"), part)
+        item_id = o.get("item_id")
+        if e.type.startswith(("response.output_text.", "response.content_part.")) and not isinstance(item_id, str):
+            dev.add("item-id-not-text", "a string item_id", item_id, e.n)
+        key = (_key(item_id), _key(part))  # a list or an object from the server is a key too, never a crash
         if e.type == "response.output_text.delta":
             if not isinstance(o.get("delta"), str):
                 dev.add("delta-not-text", "a string delta", o.get("delta"), e.n)
@@ -283,9 +305,9 @@ def judge_deltas(s: TypedStream) -> Check:
         elif e.type == "response.output_text.done" and o.get("text") != acc.get(key, ""):
             dev.add("deltas-not-done-text", acc.get(key, ""), o.get("text"), e.n)
         elif e.type == "response.content_part.done":
-            part = _obj(o.get("part"))
-            if part.get("type") == "output_text" and part.get("text") != acc.get(key, ""):
-                dev.add("deltas-not-part-text", acc.get(key, ""), part.get("text"), e.n)
+            done = _obj(o.get("part"))
+            if done.get("type") == "output_text" and done.get("text") != acc.get(key, ""):
+                dev.add("deltas-not-part-text", acc.get(key, ""), done.get("text"), e.n)
     final = _terminal(s)
     if final is not None and response_text(final) != "".join(acc.values()):
         dev.add("deltas-not-final-text", "".join(acc.values()), response_text(final))
@@ -299,6 +321,7 @@ def judge_ends(s: TypedStream) -> Check:
     ended = end_problem(s)
     if ended is not None:
         dev.add(ended[0], "the server closes the stream after its last event", s.ended, note=ended[1])
+    add_error_events(s, dev)
     at = next((i for i, e in enumerate(s.events) if e.type in TERMINAL), None)
     if at is None:
         dev.add("no-terminal-event", f"one of {', '.join(TERMINAL)}", s.events[-1].type if s.events else None)
@@ -315,13 +338,15 @@ def judge_ends(s: TypedStream) -> Check:
 def judge_event_names(s: TypedStream) -> Check:
     """Each event's `event:` line names its data's type, and each event validates against the stream-event schema."""
     dev = Deviations()
+    add_error_events(s, dev)
+    budget = NodeBudget(MAX_STREAM_NODES)
     for e in s.events:
         if e.obj is None:
             dev.add("event-not-json", "JSON data", e.error, e.n)
             continue
         if e.name != e.type:
             dev.add("event-name-mismatch", e.type, e.name, e.n)
-        for tag, message in schema_errors("responses", "stream_event", e.obj):
+        for tag, message in schema_errors("responses", "stream_event", e.obj, budget):
             dev.add(tag, f"{e.type or 'event'} valid per {schema_source('responses')}", message, e.n)
     return dev.check()
 
@@ -361,8 +386,12 @@ def judge_stream_matches(stream: Trace, create: Trace) -> Check:
     if problem or problem2:
         return problem or problem2  # type: ignore[return-value]
     assert s is not None
+    dev = Deviations()
+    add_error_events(s, dev)
     want, got = response_text(doc), streamed_text(s)
-    return passed() if want == got else failed("stream-text-differs", want, got)
+    if want != got:
+        dev.add("stream-text-differs", want, got)
+    return dev.check()
 
 
 # -- request fields ------------------------------------------------------------------------------------------------
@@ -469,7 +498,19 @@ async def store(ctx) -> Check:
     doc, problem = _answer(t)
     if problem:
         return problem
-    return judge_stored(doc, await ctx.get(f"{RESPONSES}/{doc.get('id')}", sse=False))
+    path, bad_id = _resource_path(doc)
+    return bad_id or judge_stored(doc, await ctx.get(path, sse=False))
+
+
+def _resource_path(doc: dict[str, Any]) -> tuple[str, Check | None]:
+    """(GET /v1/responses/{id} of the response `doc`, None), or ("", the fail) for an id a client cannot put in that
+    path as it is (none, a control character, a space, a `/`): the SDK builds the URL from the id it was given."""
+    rid = doc.get("id")
+    if not isinstance(rid, str) or not rid:
+        return "", failed("no-id", "a non-empty id", rid)
+    if not rid.isprintable() or any(c in rid for c in " /?#%"):
+        return "", failed("id-not-url-safe", "an id that is one URL path segment as it is", rid)
+    return f"{RESPONSES}/{quote(rid, safe='')}", None
 
 
 def judge_stored(doc: dict[str, Any], got: Trace) -> Check:
@@ -516,10 +557,12 @@ async def background(ctx) -> Check:
     if started.status.value != "pass" or started.note:
         return started
     doc, _ = t.body_json()
-    rid = doc.get("id")
-    c = await ctx.post(f"{RESPONSES}/{rid}/cancel", {}, sse=False)
+    path, bad_id = _resource_path(doc)
+    if bad_id is not None:
+        return bad_id
+    c = await ctx.post(f"{path}/cancel", {}, sse=False)
     for _ in range(50):  # bounded: 50 polls, 0.2 s apart
-        g = await ctx.get(f"{RESPONSES}/{rid}", sse=False)
+        g = await ctx.get(path, sse=False)
         now, _ = g.body_json()
         status = now.get("status") if isinstance(now, dict) else None
         if status in ("cancelled", "completed", "incomplete", "failed"):
@@ -586,6 +629,8 @@ async def sdk_responses(ctx) -> Check:
     probe_t = await ctx.probe("responses.create")
     if (absent := absent_problem(probe_t, f"POST {RESPONSES}")) is not None:
         return absent
+    if (big := too_large_for_sdk(probe_t, await ctx.probe("responses.stream"))) is not None:
+        return big
     client = openai.AsyncOpenAI(base_url=ctx.base_url + "/v1", api_key=ctx.api_key or "none", max_retries=0,
                                 http_client=ctx.new_client(ctx.api_key))  # fmt: skip
     dev = Deviations()
@@ -598,6 +643,8 @@ async def sdk_responses(ctx) -> Check:
             async for event in stream:
                 if event.type == "response.output_text.delta":
                     deltas.append(event.delta)
+                elif event.type == "error":  # this SDK hands an error event on, as an event (anthropic's raises)
+                    dev.add("error-event", "no error event for a valid request", getattr(event, "message", None))
             final = await stream.get_final_response()
     except openai.OpenAIError as exc:
         return failed("sdk-error", "no SDK exception", f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -623,19 +670,16 @@ def judge_function_call(trace: Trace) -> Check:
     resp, problem = _answer(trace)
     if problem:
         return problem
-    items = [i for i in (resp.get("output") or []) if isinstance(i, dict)] if isinstance(resp, dict) else []
+    output = resp.get("output") if isinstance(resp, dict) else None
+    items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
     calls = [i for i in items if i.get("type") == "function_call"]
     if not calls:
         return failed("no-function-call", "a function_call output item", [i.get("type") for i in items])
-    import json
-
     dev = Deviations()
     for c in calls:
         if not isinstance(c.get("call_id"), str) or not c.get("call_id"):
             dev.add("no-call-id", "a call_id", c.get("call_id"))
-        try:
-            json.loads(c.get("arguments") or "")
-        except (TypeError, ValueError):
+        if decode_json(c.get("arguments"))[1] is not None:  # bounded in depth, as every JSON a judge parses
             dev.add("arguments-not-json", "arguments as a JSON string", c.get("arguments"))
     return dev.check()
 

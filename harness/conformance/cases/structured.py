@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 
 from harness.client import Trace
+from harness.client.sse import decode_json
 from harness.conformance.model import (
     Check,
     Deviations,
@@ -33,6 +34,7 @@ from harness.conformance.model import (
     Verdict,
     errored,
     failed,
+    finish_reason_tag,
     passed,
     skipped,
     status_problem,
@@ -72,14 +74,6 @@ _REGEX_PREFIX = re.compile("[a-c]{0,3}|[a-c]{3}-[0-9]{0,2}")  # every prefix of 
 CHOICES = ["yes", "no"]
 GRAMMAR = 'root ::= "yes" | "no"'  # GBNF: llama.cpp's grammar and vLLM's (xgrammar) both read it
 VALUE = "$value"  # where a probe template takes the constraint
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constant)
 
 
 def json_prefix(text: str) -> bool:
@@ -185,10 +179,9 @@ def _validate_json(schema: dict[str, Any]) -> Callable[[str], str | None]:
     validator = jsonschema.Draft202012Validator(schema)
 
     def check(text: str) -> str | None:
-        try:
-            doc = _loads(text)
-        except ValueError as exc:
-            return f"is not JSON ({exc})"
+        doc, err = decode_json(text)  # bounded in depth (NaN refused), as every JSON a judge parses
+        if err is not None:
+            return f"is not JSON ({err})"
         errs = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
         return f"violates the schema: {errs[0].message}" if errs else None
 
@@ -255,7 +248,7 @@ def judge_constrained(t: Trace, c: Constraint, field: str) -> Check:
     if why is None:
         if finish == "stop":
             return passed(f"{field}: {text!r}", field=field)
-        return failed(f"finish-reason-{finish}", "stop", finish, note=f"{field}: valid output {text!r}", field=field)
+        return failed(finish_reason_tag(finish), "stop", finish, note=f"{field}: valid output {text!r}", field=field)
     if finish == "length" and c.prefix(text):
         return failed("truncated", c.describe, text[:200], field=field,
                       note=f"{field}: cut off at max_tokens; what was sent keeps to the constraint")  # fmt: skip

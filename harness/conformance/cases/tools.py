@@ -24,8 +24,19 @@ import json
 from typing import Any
 
 from harness.client import Trace
+from harness.client.sse import decode_json
 from harness.conformance.context import probe
-from harness.conformance.model import Check, Deviations, Level, failed, info, passed, skipped, status_problem
+from harness.conformance.model import (
+    Check,
+    Deviations,
+    Level,
+    failed,
+    finish_reason_tag,
+    info,
+    passed,
+    skipped,
+    status_problem,
+)
 from harness.conformance.registry import case
 from harness.conformance.view import StreamView, choices, from_trace
 from harness.models.scripted import ANSWERS, MARKERS, TOOL_CALLS
@@ -145,13 +156,18 @@ def _markup(text: Any) -> bool:
     return isinstance(text, str) and any(m in text for m in MARKERS)
 
 
+def _call_list(message: dict) -> list[Any]:
+    """A message's tool_calls as sent: every entry, objects or not ([] when it has none or they are not a list)."""
+    tcs = message.get("tool_calls")
+    return tcs if isinstance(tcs, list) else []
+
+
 def _arguments(raw: Any) -> tuple[Any, str | None]:
     """The parsed arguments, or why they are not a JSON object string."""
     if not isinstance(raw, str):
         return None, "arguments-not-string"
-    try:
-        val = json.loads(raw)
-    except ValueError:
+    val, err = decode_json(raw)  # bounded in depth: the value may become a check's `actual`
+    if err is not None:
         return None, "arguments-not-json"
     return val, None if isinstance(val, dict) else "arguments-not-object"
 
@@ -160,12 +176,14 @@ def judge_message(message: dict, finish_reason: Any, calls: Calls) -> Check:
     """The non-streamed message carries exactly `calls` as tool_calls (id, type function, name, arguments a JSON
     string equal to the script's), content null or empty, finish_reason tool_calls."""
     dev = Deviations()
-    tcs = message.get("tool_calls")
-    tcs = [tc for tc in tcs if isinstance(tc, dict)] if isinstance(tcs, list) else []
+    tcs = [tc for tc in _call_list(message) if isinstance(tc, dict)]
     content = message.get("content")
     if not tcs:
         tag = "tool-markup-in-content" if _markup(content) else "no-tool-calls"
         return failed(tag, f"{len(calls)} tool call(s)", {"content": content, "tool_calls": message.get("tool_calls")})
+    junk = [tc for tc in _call_list(message) if not isinstance(tc, dict)]
+    if junk:  # a client reading tool_calls would trip over it
+        dev.add("call-not-object", "each tool call an object", junk[0])
     if len(tcs) != len(calls):
         dev.add("wrong-call-count", len(calls), len(tcs))
     for i, (tc, (name, args)) in enumerate(zip(tcs, calls)):
@@ -181,28 +199,35 @@ def judge_message(message: dict, finish_reason: Any, calls: Calls) -> Check:
             dev.add(problem, "a JSON object as a string", fn.get("arguments"), i)
         elif val != args:
             dev.add("arguments-mismatch", args, val, i)
-    ids = [tc.get("id") for tc in tcs]
+    ids = [tc.get("id") for tc in tcs if isinstance(tc.get("id"), str) and tc.get("id")]  # others: missing-id
     if len(set(ids)) != len(ids):
         dev.add("duplicate-ids", "one id per call", ids)
     if content not in (None, ""):
-        tag = "markup-in-content" if _markup(content) else "whitespace-content" if not content.strip() else (
-            "content-not-empty")  # fmt: skip
+        blank = isinstance(content, str) and not content.strip()
+        tag = "markup-in-content" if _markup(content) else "whitespace-content" if blank else "content-not-empty"
         dev.add(tag, "content null or ''", content)
     if finish_reason != "tool_calls":
-        dev.add(f"finish-reason-{finish_reason}", "finish_reason tool_calls", finish_reason)
+        dev.add(finish_reason_tag(finish_reason), "finish_reason tool_calls", finish_reason)
     return dev.check(passed(", ".join(f"{n}({json.dumps(a)})" for n, a in calls)))
+
+
+def _fragments(view: StreamView) -> list[tuple[int, Any]]:
+    """(chunk n, entry) of every delta's tool_calls list, in wire order, objects or not."""
+    out = []
+    for n, obj in view.objects():
+        for c in choices(obj):
+            delta: dict[str, Any] = c["delta"] if isinstance(c.get("delta"), dict) else {}
+            out += [(n, tc) for tc in _call_list(delta)]
+    return out
 
 
 def streamed_calls(view: StreamView) -> dict[int, list[tuple[int, dict]]]:
     """tool-call index -> [(chunk n, fragment)] in wire order."""
     out: dict[int, list[tuple[int, dict]]] = {}
-    for n, obj in view.objects():
-        for c in choices(obj):
-            delta: dict[str, Any] = c["delta"] if isinstance(c.get("delta"), dict) else {}
-            for tc in delta.get("tool_calls") or []:
-                if isinstance(tc, dict):
-                    idx = tc["index"] if isinstance(tc.get("index"), int) else -1
-                    out.setdefault(idx, []).append((n, tc))
+    for n, tc in _fragments(view):
+        if isinstance(tc, dict):
+            idx = tc["index"] if isinstance(tc.get("index"), int) else -1
+            out.setdefault(idx, []).append((n, tc))
     return out
 
 
@@ -230,13 +255,16 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
         return failed(tag, f"{len(calls)} streamed tool call(s)", content[:300])
     if sorted(per_index) != list(range(len(calls))):
         dev.add("wrong-indexes", list(range(len(calls))), sorted(per_index))
+    junk = [(n, tc) for n, tc in _fragments(view) if not isinstance(tc, dict)]
+    if junk:
+        dev.add("fragment-not-object", "each tool-call fragment an object", junk[0][1], junk[0][0])
     for idx, (name, args) in enumerate(calls):
         frags = per_index.get(idx, [])
         if not frags:
             continue
         n0, first = frags[0]
         fn0 = _fn(first)
-        if not first.get("id"):
+        if not isinstance(first.get("id"), str) or not first.get("id"):
             dev.add("first-delta-without-id", "id on the first fragment", first, n0)
         if first.get("type") != "function":
             dev.add("first-delta-without-type", "type function on the first fragment", first, n0)
@@ -268,7 +296,7 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
     elif len(finish) > 1:
         dev.add("finish-reason-repeated", "one finish_reason", [f for _, f in finish], finish[1][0])
     elif finish[0][1] != "tool_calls":
-        dev.add(f"finish-reason-{finish[0][1]}", "finish_reason tool_calls", finish[0][1], finish[0][0])
+        dev.add(finish_reason_tag(finish[0][1]), "finish_reason tool_calls", finish[0][1], finish[0][0])
     return dev.check(passed(f"{len(per_index)} call(s), {sum(len(f) for f in per_index.values())} fragments"))
 
 
@@ -286,17 +314,15 @@ def judge_stream_equals_message(view: StreamView, message: dict) -> Check:
     as values (a client that rebuilds a stream gets what a non-streaming client gets)."""
     streamed = _stream_arguments(view)
     whole = []
-    for tc in message.get("tool_calls") or []:
+    for tc in _call_list(message):
         fn = _fn(tc)
         whole.append((fn.get("name") or "", fn.get("arguments") or ""))
     if not streamed or not whole:
         return skipped(f"no tool calls on one side (streamed {len(streamed)}, message {len(whole)})")
 
-    def value(s: str) -> Any:
-        try:
-            return json.loads(s)
-        except ValueError:
-            return ("not JSON", s)
+    def value(s: Any) -> Any:
+        val, err = decode_json(s) if isinstance(s, str) else (None, "not a string")
+        return ("not JSON", s) if err is not None else val
 
     if [(n, value(a)) for n, a in streamed] != [(n, value(a)) for n, a in whole]:
         return failed("stream-differs", whole, streamed)
@@ -306,9 +332,11 @@ def judge_stream_equals_message(view: StreamView, message: dict) -> Check:
 def judge_id(message: dict) -> Check:
     """Each tool-call id fits OpenAI's 40-character limit (a conversation replayed there is refused otherwise); the
     id's form is the observation."""
-    ids = [tc.get("id") for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
+    ids = [tc.get("id") if isinstance(tc, dict) else None for tc in _call_list(message)]
     if not ids:
         return skipped("no tool calls")
+    if not all(isinstance(i, str) and i for i in ids):  # a client cannot answer a call it cannot name
+        return failed("missing-id", "a non-empty id on every tool call", ids)
     form = _id_form(ids[0])
     long = [i for i in ids if isinstance(i, str) and len(i) > OPENAI_ID_LIMIT]
     if long:
@@ -405,7 +433,7 @@ async def auto_parallel_false(ctx) -> Check:
 
 def judge_parallel_false(message: dict) -> Check:
     """The answer to parallel_tool_calls false with two tools offered (the script calls both): at most one call."""
-    n = len([tc for tc in message.get("tool_calls") or [] if isinstance(tc, dict)])
+    n = len([tc for tc in _call_list(message) if isinstance(tc, dict)])
     if n > 1:
         return failed("parallel-not-honoured", "at most 1 tool call", n)
     return passed(f"{n} tool call(s)")
@@ -439,11 +467,19 @@ def judge_choice_none(message: dict) -> Check:
 
 
 def _names(msg: dict) -> list[Any]:
-    return [
-        (tc.get("function") or {}).get("name")
-        for tc in msg.get("tool_calls") or []
-        if isinstance(tc, dict) and isinstance(tc.get("function"), dict)
-    ]
+    return [_fn(tc).get("name") for tc in _call_list(msg) if _fn(tc)]
+
+
+def _malformed_call(message: dict) -> Check | None:
+    """The fail for the first tool call that is not an object with a JSON object as its arguments, else None."""
+    for tc in _call_list(message):
+        if not isinstance(tc, dict):
+            return failed("call-not-object", "each tool call an object", tc)
+        raw = _fn(tc).get("arguments")
+        _, bad = _arguments(raw)
+        if bad:
+            return failed(bad, "a JSON object as a string", raw)
+    return None
 
 
 @case("tools.auto.required", "tool_choice required: a tool call is enforced and well formed")
@@ -460,11 +496,7 @@ def judge_required(message: dict) -> Check:
     names = _names(message)
     if not names:
         return failed("required-not-enforced", ">= 1 tool call", message.get("content"))
-    for tc in message.get("tool_calls") or []:
-        _, bad = _arguments((tc.get("function") or {}).get("arguments"))
-        if bad:
-            return failed(bad, "a JSON object as a string", (tc.get("function") or {}).get("arguments"))
-    return passed(f"calls {names}")
+    return _malformed_call(message) or passed(f"calls {names}")
 
 
 @case(
@@ -483,7 +515,7 @@ async def choice_required_cut(ctx) -> Check:
 def judge_required_cut(finish_reason: Any) -> Check:
     """The answer to tool_choice required with max_tokens CUT_TOKENS (far short of the call): finish_reason length."""
     if finish_reason != "length":
-        return failed(f"finish-reason-{finish_reason}", "length", finish_reason, note=f"max_tokens {CUT_TOKENS}")
+        return failed(finish_reason_tag(finish_reason), "length", finish_reason, note=f"max_tokens {CUT_TOKENS}")
     return passed(f"cut at {CUT_TOKENS} tokens, finish_reason length")
 
 
@@ -504,11 +536,7 @@ def judge_named(message: dict) -> Check:
         return failed("named-not-enforced", "a get_time call", message.get("content"))
     if any(n != "get_time" for n in names):
         return failed("named-not-enforced", ["get_time"], names)
-    for tc in message.get("tool_calls") or []:
-        _, bad = _arguments((tc.get("function") or {}).get("arguments"))
-        if bad:
-            return failed(bad, "a JSON object as a string", (tc.get("function") or {}).get("arguments"))
-    return passed(f"calls {names}")
+    return _malformed_call(message) or passed(f"calls {names}")
 
 
 @case("tools.auto.result-turn", "a second turn with the tool's result (tool message, tool_call_id): the answer")
@@ -516,11 +544,12 @@ async def result_turn(ctx) -> Check:
     if (skip := needs_scripted(ctx)) is not None:
         return skip
     msg, _, problem = message_of(await ctx.probe("tools.auto"))
-    if problem is not None or not (msg or {}).get("tool_calls"):
+    calls = _call_list(msg or {})
+    if problem is None and calls and isinstance(calls[0], dict):
+        call = calls[0]  # the engine's own call, replayed as a client does
+    else:  # none, or one no client could replay (tools.auto.message judges it): a well-formed call instead
         call = {"id": "call_1", "type": "function",
                 "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}  # fmt: skip
-    else:
-        call = (msg or {})["tool_calls"][0]  # the engine's own call, replayed as a client does
     history = [
         *QUESTION,
         {"role": "assistant", "content": None, "tool_calls": [call]},
@@ -544,7 +573,7 @@ def judge_result_answer(message: dict, finish_reason: Any) -> Check:
                           {"content": content, "reasoning": reasoning})  # fmt: skip
         return failed("answer-mismatch", ANSWERS["after_tool"], content)
     if finish_reason != "stop":
-        return failed(f"finish-reason-{finish_reason}", "stop", finish_reason)
+        return failed(finish_reason_tag(finish_reason), "stop", finish_reason)
     return passed(repr(content))
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, TextIO
 
+from harness.downloads import pip_download_failure, verify_archive
 from harness.errors import InstallError
 from harness.hashing import file_sha256
 from harness.pkgnames import PROJECT_NAME, SDIST_FILENAME
@@ -203,12 +204,6 @@ def build_dir(key: str, home: Path | None = None) -> Path:
 # ---------------------------------------------------------------------------------------------------------- archive
 
 
-def verify_archive(path: Path, archive_sha256: str) -> None:
-    actual = file_sha256(path)
-    if actual != archive_sha256:
-        raise InstallError(f"{path}: sha256 mismatch: pinned {archive_sha256}, found {actual}; refusing to build")
-
-
 def _requirement_line(pin: SourcePin, archive_sha256: str) -> str:
     """`name==version --hash=sha256:PIN` for pip's --require-hashes, after checking each part is only what it says
     (a manifest's package could otherwise be a URL or a pip option)."""
@@ -224,19 +219,7 @@ def _requirement_line(pin: SourcePin, archive_sha256: str) -> str:
 
 
 def _pip_download_failure(pin: SourcePin, archive_sha256: str, r: subprocess.CompletedProcess[str]) -> InstallError:
-    """One line for a failed `pip download`; pip's output comes from the index's pages and is shown escaped."""
-    output = f"{r.stderr}\n{r.stdout}"
-    if "DO NOT MATCH THE HASHES" in output:
-        got = re.search(r"Got\s+([0-9a-f]{64})", output)
-        found = got.group(1) if got else "another hash"
-        return InstallError(
-            f"{pin.filename} from the package index: sha256 mismatch: pinned {archive_sha256}, found {found};"
-            " refusing to build (pip checked it before running anything of the archive)"
-        )
-    tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
-    return InstallError(
-        f"pip download {pin.package}=={pin.version} failed (exit {r.returncode}): {shown(tail[0].strip())[:300]}"
-    )
+    return pip_download_failure(pin.package, pin.version, pin.filename, archive_sha256, r)
 
 
 def fetch_archive(

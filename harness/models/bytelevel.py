@@ -21,6 +21,7 @@ __all__ = [
     "bytes_to_unicode",
     "dumps",
     "safetensors_bytes",
+    "safetensors_header",
     "tokenizer_json",
     "build_into",
     "build_model_dir",
@@ -48,6 +49,12 @@ def dumps(obj) -> bytes:
 
 def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     """safetensors: u64 LE header length, JSON header (sorted names, no spaces, space-padded to 8), raw data."""
+    return safetensors_header(tensors) + b"".join(tensors[n].tobytes() for n in sorted(tensors))
+
+
+def safetensors_header(tensors: dict[str, np.ndarray]) -> bytes:
+    """The bytes of a safetensors file before its data (then each tensor's bytes in sorted name order): a large
+    checkpoint is written tensor by tensor rather than joined in memory."""
     header: dict = {"__metadata__": {"format": "pt"}}
     offset = 0
     names = sorted(tensors)
@@ -58,7 +65,7 @@ def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
         offset += arr.nbytes
     hjson = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     hjson += b" " * (-len(hjson) % 8)
-    return struct.pack("<Q", len(hjson)) + hjson + b"".join(tensors[n].tobytes() for n in names)
+    return struct.pack("<Q", len(hjson)) + hjson
 
 
 def tokenizer_json(vocab: dict[str, int], added: list[dict], post_processor: dict | None) -> dict:

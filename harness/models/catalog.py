@@ -1,4 +1,5 @@
-"""The embedded models by the name a manifest gives as `model.source`, and the formats each is written in."""
+"""The models the harness builds, by the name a manifest gives as `model.source`, and the formats each is written in:
+the embedded tiny models (written from code) and the trained SmolLM2-135M-Instruct (fetched by hash: models.smollm2)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 __all__ = ["EMBEDDED_MODELS", "FORMATS", "build_embedded"]
 
-EMBEDDED_MODELS = ("reference-tiny", "scripted-tiny")
+EMBEDDED_MODELS = ("reference-tiny", "scripted-tiny", "smollm2-135m")
 FORMATS = ("safetensors", "gguf")
 
 
@@ -15,12 +16,15 @@ def build_embedded(name: str, fmt: str, dest: Path, force: bool = False) -> str:
     from harness.models.gguf import build_reference_gguf, build_scripted_gguf
     from harness.models.reference import build_reference_model
     from harness.models.scripted import build_scripted_model
+    from harness.models.smollm2 import build_smollm2_gguf, build_smollm2_model
 
     builders = {
         ("reference-tiny", "safetensors"): build_reference_model,
         ("reference-tiny", "gguf"): build_reference_gguf,
         ("scripted-tiny", "safetensors"): build_scripted_model,
         ("scripted-tiny", "gguf"): build_scripted_gguf,
+        ("smollm2-135m", "safetensors"): build_smollm2_model,
+        ("smollm2-135m", "gguf"): build_smollm2_gguf,
     }
     if (name, fmt) not in builders:
         raise ValueError(f"no embedded model {name!r} in format {fmt!r}")

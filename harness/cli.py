@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "harness.upgrade.cli",
     "harness.load.cli",
     "harness.matrix.cli",
+    "harness.clients.cli",
 )
 
 

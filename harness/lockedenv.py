@@ -27,7 +27,7 @@ from harness.outputs import atomic_write_text
 from harness.settings import harness_home
 from harness.shown import shown
 
-__all__ = ["find_uv", "uv_environment", "locked_env", "MARKER_NAME"]
+__all__ = ["find_uv", "uv_environment", "locked_env", "installed_env", "MARKER_NAME"]
 
 MARKER_NAME = "harness-tool.json"
 _INSTALL_TIMEOUT_S = 1800
@@ -60,6 +60,14 @@ def _key(locks: Sequence[Path], build_env: Mapping[str, str], no_build_isolation
     h.update(json.dumps([sorted(build_env.items()), no_build_isolation_last]).encode())
     h.update(f"{sys.version_info.major}.{sys.version_info.minor}".encode())
     return h.hexdigest()[:16]
+
+
+def installed_env(name: str, locks: Sequence[Path], *, build_env: Mapping[str, str] | None = None,
+                  no_build_isolation_last: bool = False) -> Path | None:  # fmt: skip
+    """The python of the finished environment for `locks` (its marker written), or None: nothing is built."""
+    root = harness_home() / "tools" / f"{name}-{_key(locks, dict(build_env or {}), no_build_isolation_last)}"
+    python = root / "bin" / "python"
+    return python if (root / MARKER_NAME).is_file() and python.is_file() else None
 
 
 def locked_env(name: str, locks: Sequence[Path], *, build_env: Mapping[str, str] | None = None,

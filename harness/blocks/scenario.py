@@ -261,7 +261,9 @@ def _prompt_ids(text: str, endpoint: str) -> tuple[int, ...]:
     return (BOS_ID, *text.encode())
 
 
-def _longest_units(lengths, listed) -> int:
+def _longest_units(lengths, listed, mix=None) -> int:
+    if lengths is None:  # a prompt mix: its longest prompt, one byte-level token a byte
+        return max((len(p.encode()) for p in mix or ("",)), default=0)
     if lengths.kind == "fixed":
         return lengths.value
     if lengths.kind == "uniform":
@@ -273,7 +275,7 @@ def _check_size(sc) -> None:
     """Refuse before planning: plan() builds every prompt text at once, and a unit is at least one token."""
     n = sc.bounds.max_requests
     units = n * (
-        _longest_units(sc.prompt_tokens, sc.prompt_lengths_list)
+        _longest_units(sc.prompt_tokens, sc.prompt_lengths_list, sc.prompts)
         + _longest_units(sc.output_tokens, sc.output_lengths_list)
     )
     if units > L.MAX_SIM_TOKENS:

@@ -11,17 +11,25 @@ from harness.conformance.context import Ctx
 from harness.conformance.model import Check, Level
 from harness.conformance.view import StreamView
 
-__all__ = ["Case", "SCRIPTED_MODEL", "provided_by"]
+__all__ = ["Case", "ENDS_ANSWERS", "SCRIPTED_MODEL", "provided_by"]
 
 # `needs` of a case that only a scripted model can answer (its greedy output is a known tool call when tools are
 # offered); such a case is selected only when the manifest's model says it is one (`Ctx.provides`)
 SCRIPTED_MODEL = "scripted-model"
+# a trained model (harness.models.catalog.TRAINED_MODELS): its answers end on their own, so the stop.* cases judge it
+# (they run on every server and skip, with the reason, where this is not provided)
+ENDS_ANSWERS = "model-ends-answers"
 
 
 def provided_by(manifest: object) -> frozenset[str]:
-    """What a manifest's server provides for `Case.needs`: the scripted model when `model.source` is scripted-tiny."""
-    model = getattr(manifest, "model", None)
-    return frozenset({SCRIPTED_MODEL}) if getattr(model, "source", None) == "scripted-tiny" else frozenset()
+    """What a manifest's server provides for `Case.needs`: the scripted model when `model.source` is scripted-tiny,
+    a model that ends its answers when it is a trained one."""
+    from harness.models.catalog import TRAINED_MODELS
+
+    source = getattr(getattr(manifest, "model", None), "source", None)
+    if source == "scripted-tiny":
+        return frozenset({SCRIPTED_MODEL})
+    return frozenset({ENDS_ANSWERS}) if source in TRAINED_MODELS else frozenset()
 
 
 @dataclass(frozen=True)

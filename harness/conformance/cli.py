@@ -39,7 +39,8 @@ def register(sub) -> None:
         "--scripted",
         action="store_true",
         help="with --url: the server serves the embedded scripted model (harness model build --model scripted-tiny),"
-        " so the tools.* and reasoning.* cases run (with a manifest, its model.source says so)",
+        " so the tools.*, reasoning.* and structured.client.* cases hold it to its scripts (otherwise they judge the"
+        " contract any model keeps; with a manifest, its model.source says so)",
     )
     p.add_argument(
         "--engine-url",
@@ -99,6 +100,11 @@ def register(sub) -> None:
         help="wall-time bound for each request and its stream (default 45)",
     )
     p.add_argument("-k", "--cases", action="append", help="case id glob or prefix (repeatable)")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="judge every case N times (N passes of the suite, fresh requests each; at most 100): each case"
+                   " is reported with its outcomes and their counts, stable or intermittent k/N (default 1)")  # fmt: skip
+    p.add_argument("--restart", action="store_true",
+                   help="with MANIFEST --repeat N: launch the engine afresh for every pass (a launch-level race)")  # fmt: skip
     p.add_argument(
         "--fault",
         action="append",
@@ -164,17 +170,20 @@ MODE_OPTIONS: dict[str, frozenset[str]] = {
             "scripted",
         }
     )
-    | {"engine_url", "engine_api_key_env", "compare_direct", "direct_expect"},  # a gateway and the engine behind it
+    | {"engine_url", "engine_api_key_env", "compare_direct", "direct_expect"}  # a gateway and the engine behind it
+    | {"repeat"},
     "MANIFEST": frozenset(
         {"manifest", "expect", "out", "force", "max_seconds", "stream_seconds", "cases", "fault", "extra_arg"}
-    ),
+    )
+    | {"repeat", "restart"},
 }
 FLAGS = {"manifest": "MANIFEST", "url": "--url", "expect": "--expect", "api_key_env": "--api-key-env",
          "model": "--model", "out": "--out", "rejudge": "--rejudge", "render": "--render", "force": "--force",
          "max_seconds": "--max-seconds", "stream_seconds": "--stream-seconds", "cases": "-k", "fault": "--fault",
          "list": "--list", "extra_arg": "--extra-arg", "engine_url": "--engine-url",
          "engine_api_key_env": "--engine-api-key-env", "compare_direct": "--compare-direct",
-         "direct_expect": "--direct-expect", "scripted": "--scripted"}  # fmt: skip
+         "direct_expect": "--direct-expect", "scripted": "--scripted", "repeat": "--repeat",
+         "restart": "--restart"}  # fmt: skip
 GATEWAY_OPTIONS = ("engine_url", "engine_api_key_env", "compare_direct", "direct_expect")
 WHY_NOT = {("MANIFEST", "api_key_env"): "a launched engine takes its key from the manifest (server.api_key_env)",
            ("MANIFEST", "model"): "a launched engine serves the manifest's model",
@@ -259,15 +268,23 @@ def cmd_conform(args: argparse.Namespace) -> int:
         exp = load_expectations(args.expect)
         key = api_key_from_env(args.api_key_env)
         if args.compare_direct:
+            if _repeat_args(args)[0] > 1:
+                raise UsageError("--compare-direct judges each side once: it does not take --repeat")
             return _compare_direct(args, url, exp, key, gw, bounds, suite)
         if args.out:  # checked before any request: a refused --out costs nothing
             _check_out(args, files=_files_read(exp))
         secrets = (key, gw.key)  # every key given to the run: its recorder and its scrub know them all
-        ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=_recorder(args, secrets),
-                      engine_url=gw.url, engine_api_key=gw.key, scripted_model=args.scripted, **bounds)  # fmt: skip
+        recorder = _recorder(args, secrets)
+        log = _repeat_log(args, recorder)
         t_ready = time.monotonic()
         info = {"url": redact_url(url), **({"engine_url": redact_url(gw.url)} if gw.url else {})}
-        report = _run(ctx, secrets, patterns=args.cases, engine_info=info, **suite)
+        for _ in range(log.n if log else 1):  # each pass a fresh context: fresh clients, fresh requests
+            ctx = new_ctx(url, exp, api_key=key, model=args.model or "", evidence=recorder, engine_url=gw.url,
+                          engine_api_key=gw.key, scripted_model=args.scripted, **bounds)  # fmt: skip
+            report = _run(ctx, secrets, patterns=args.cases, engine_info=info, **suite, **_on_result(log))
+            if _pass_done(log, report):
+                break
+        report = _merged(log, report)
         return _finish(report, args, t_ready, print_table, _writer(ctx, report))
 
     from harness.launch.session import launch
@@ -276,24 +293,90 @@ def cmd_conform(args: argparse.Namespace) -> int:
     m = load_manifest(args.manifest)
     exp = load_expectations(args.expect or default_expectation(m.engine.kind, m.engine.version))
     run_dir = _check_out(args, files=_files_read(exp, m.path)) if args.out else None
-    with launch(m, extra_args=tuple(args.extra_arg), run_dir=run_dir) as eng:
-        t_ready = time.monotonic()
-        ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
-                      evidence=_recorder(args, (eng.api_key,)), provides=provided_by(m), **bounds)  # fmt: skip
-        info = {
-            "name": m.name,
-            "kind": m.engine.kind,
-            "version": m.engine.version,
-            "url": eng.base_url,
-            "identity": getattr(eng, "identity", {}),
-        }
-        report = _run(ctx, (eng.api_key,), patterns=args.cases, engine_info=info, **suite)
-        if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
-            doc = report.to_dict()
-            doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
-            _writer(ctx, report)(doc, args.out)
-            t_ready = None
+    log = _repeat_log(args, None)
+    launches = log.n if log and log.restart else 1
+    recorder = None
+    for launched in range(1, launches + 1):
+        # a fresh launch for every pass (--restart): each its own engine.log, beside the first's
+        where = run_dir / f"restart-{launched}" if run_dir is not None and launched > 1 else run_dir
+        with launch(m, extra_args=tuple(args.extra_arg), run_dir=where) as eng:
+            t_ready = time.monotonic()
+            if recorder is None:  # one recorder for every pass: the evidence of each distinct outcome
+                recorder = _recorder(args, (eng.api_key,))
+                if log is not None:
+                    log.recorder = recorder
+            info = {
+                "name": m.name,
+                "kind": m.engine.kind,
+                "version": m.engine.version,
+                "url": eng.base_url,
+                "identity": getattr(eng, "identity", {}),
+            }
+            for _ in range(1 if launches > 1 or log is None else log.n):
+                ctx = new_ctx(eng.base_url, exp, api_key=eng.api_key, model=eng.served_name, engine=eng,
+                              evidence=recorder, provides=provided_by(m), **bounds)  # fmt: skip
+                report = _run(ctx, (eng.api_key,), patterns=args.cases, engine_info=info, **suite, **_on_result(log))
+                if _pass_done(log, report, relaunch=launched < launches):
+                    break
+            if launched < launches and not (log and log.stopped):
+                continue
+            report = _merged(log, report)
+            if args.out:  # written while the engine is still up: "ready -> report" excludes the engine stop
+                doc = report.to_dict()
+                doc["ready_to_report_s"] = round(time.monotonic() - t_ready, 3)
+                _writer(ctx, report)(doc, args.out)
+                t_ready = None
+            break
     return _finish(report, args, t_ready, print_table, _writer(ctx, report))
+
+
+def _repeat_args(args: argparse.Namespace) -> tuple[int, bool]:
+    """(passes, a fresh launch for each), checked before any work."""
+    from harness.conformance.repeat import MAX_REPEAT
+
+    n = 1 if args.repeat is None else args.repeat
+    if not 1 <= n <= MAX_REPEAT:
+        raise UsageError(f"--repeat: need a whole number of passes from 1 to {MAX_REPEAT}, got {n}")
+    if args.restart and n < 2:
+        raise UsageError("--restart needs --repeat N with N of 2 or more (it launches the engine afresh for each pass)")
+    return n, bool(args.restart)
+
+
+def _repeat_log(args: argparse.Namespace, recorder):
+    """The RepeatLog of a repeated run (None for one pass: the run is exactly what it always was)."""
+    from harness.conformance.repeat import RepeatLog
+
+    n, restart = _repeat_args(args)
+    return RepeatLog(n, recorder, restart=restart) if n > 1 else None
+
+
+def _on_result(log) -> dict:
+    return {"on_result": log.add} if log is not None else {}
+
+
+def _pass_done(log, report, relaunch: bool = False) -> bool:
+    """File a pass; True when no more passes run on this engine: all done, or the pass was cut short (an engine that
+    died or stopped answering, a wall-time bound: its later passes would judge nothing) unless a fresh launch follows."""
+    if log is None:
+        return True
+    log.passes.append(report)
+    log.end_pass()
+    c = report.counts()
+    print(shown(f"pass {len(log.passes)}/{log.n}: {len(report.results)} cases in {report.duration_s:.1f}s, "
+                f"{c.get('fail', 0)} fail, {c.get('error', 0)} error"
+                + (f"; aborted: {report.aborted}" if report.aborted else "")))  # fmt: skip
+    if report.aborted and not relaunch:
+        log.stopped = f"stopped after pass {len(log.passes)} of {log.n}: {report.aborted}"
+        return True
+    return len(log.passes) >= log.n
+
+
+def _merged(log, report):
+    """The repeated run as one report (every case with its outcomes), or the one pass's report as it is."""
+    if log is None:
+        return report
+    log.finish()
+    return log.merged()
 
 
 @dataclass(frozen=True)

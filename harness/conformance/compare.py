@@ -24,7 +24,8 @@ __all__ = ["COMPARISON_NAMES", "compare", "comparison_junit", "comparison_html",
 COMPARISON_NAMES = ("comparison.json", "comparison.xml", "comparison.html")
 FORMAT = 1
 # how far a verdict is from what a client wants: a higher rank through the gateway is worse
-RANK = {"pass": 0, "quirk-absent": 0, "info": 0, "skip": 1, "absent": 1, "quirk": 2, "fail": 3, "error": 3}
+RANK = {"pass": 0, "quirk-absent": 0, "info": 0, "skip": 1, "absent": 1, "inconclusive": 1, "quirk": 2, "fail": 3,
+        "error": 3, "expected-intermittent": 2}  # fmt: skip
 
 
 def _cases(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -67,7 +68,8 @@ def _what(d: dict[str, Any], g: dict[str, Any]) -> str:
 
 def _row(cid: str, d: dict[str, Any], g: dict[str, Any]) -> dict[str, Any]:
     # a case one run did not judge (skip: no key configured, no token ids to choose from) is neither worse nor better
-    one_sided = "skip" in (d["verdict"], g["verdict"]) and d["verdict"] != g["verdict"]
+    # inconclusive likewise: the model did not do what the case needs on that side (no call, no reasoning)
+    one_sided = bool({"skip", "inconclusive"} & {d["verdict"], g["verdict"]}) and d["verdict"] != g["verdict"]
     worse = not one_sided and RANK.get(g["verdict"], 3) > RANK.get(d["verdict"], 3)
     return {"id": cid, "level": g.get("level") or d.get("level"), "requirement": g.get("requirement") or "",
             "direct": d["verdict"], "gateway": g["verdict"], "changed": d["verdict"] != g["verdict"], "worse": worse,

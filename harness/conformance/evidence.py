@@ -74,6 +74,7 @@ INDEX = "index.json"
 FORMAT = 1
 CASE_CAP_BYTES = 1 << 20  # a case's bodies: a stream is a few KB; the cancellation cases' scrapes are the big ones
 SUITE_KEY = "(suite)"  # what the runner does outside any case: model discovery
+OUTCOME_MARK = "#"  # `<case-id>#<sample>`: a repeated run's first sample of a later distinct outcome of the case
 REDACTED = "***"
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
 MAX_INDEX_BYTES = 16 << 20
@@ -349,6 +350,10 @@ class EvidenceRecorder:
             entry.update(
                 files.get(r.id) or {"file": None, "exchanges": 0, "bytes": 0, "seen_bytes": 0, "truncated": False}
             )
+            # a repeated run (harness.conformance.repeat): the first sample of each later distinct outcome
+            more = [{"key": k, **v} for k, v in files.items() if k.startswith(f"{r.id}{OUTCOME_MARK}")]
+            if more:
+                entry["outcome_files"] = more
             cases.append(entry)
         probes = [{"name": k[6:], **v} for k, v in files.items() if k.startswith("probe:")]
         index = {"format": FORMAT, "cap_bytes": self.cap_bytes, **settings, "suite": files.get(SUITE_KEY),
@@ -595,6 +600,16 @@ def load_store(run_dir: str | Path) -> EvidenceStore:
     if not isinstance(probes, list):
         raise DataError(f"{where}: probes: must be a list")
     keyed: list[tuple[str, Any]] = [(c["id"], c.get("file")) for c in cases]
+    for i, c in enumerate(cases):  # a repeated run's evidence of each later distinct outcome
+        more = c.get("outcome_files", [])
+        if not isinstance(more, list):
+            raise DataError(f"{where}: cases[{i}].outcome_files: must be a list")
+        for j, o in enumerate(more):
+            at = f"{where}: cases[{i}].outcome_files[{j}]"
+            _index_entry({**o, "id": o.get("key")} if isinstance(o, dict) else o, at)
+            if not str(o["key"]).startswith(f"{c['id']}{OUTCOME_MARK}"):
+                raise DataError(f"{at}: key: not an outcome of {c['id']!r}")
+            keyed.append((o["key"], o.get("file")))
     keyed += [
         ("probe:" + _index_entry(p, f"{where}: probes[{i}]")["name"], p.get("file")) for i, p in enumerate(probes)
     ]

@@ -10,11 +10,18 @@ cases:                                      # a missing entry means: the OpenAI 
     quirk: role-on-every-chunk               # one tag or a list of tags (Check.behaviours): the failing check
                                              # must see exactly these, all of them and nothing else
     reason: "TGI repeats role on every delta"
-    conditional: true                        # optional: the quirk shows only for some requests: any non-empty
-                                             # part of the list is the quirk, and its absence is a plain pass
-                                             # (not quirk-absent)
+  reasoning.stream:
+    quirk: think-markers-in-reasoning        # the typical outcome (no `quirk`: the typical outcome is a pass)
+    reason: "..."
+    intermittent:                            # known intermittent outcomes (WPT's `expected: [FAIL, PASS]`), each
+      - outcome: pass                        # `pass`, or the exact tag(s) of a failing check
+        rate: "3/5 (conform --repeat 5)"     # how often it was seen, or "rate not measured yet"
+        evidence: "..."                      # what was seen, where
+                                             # one of them -> expected-intermittent; any other -> unexpected
   auth.health-unguarded:
     skip: "..."                              # force a skip, with the reason
+plain_model:                                # entries written as under `cases`, for a server whose model is not the
+  tools.auto.message: {quirk: ..., reason: ...}  # scripted one: each replaces the `cases` entry of its id there
 metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
 cancellation: {...}                         # which series prove that work stopped
 probes: {...}                               # engine-specific request extras the suite may send (data only)
@@ -25,7 +32,7 @@ fault:                                      # opt-in fault cases (harness confor
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +49,9 @@ __all__ = [
     "available",
     "default_expectation",
     "series_name",
+    "outcome_tags",
+    "outcome_name",
+    "PASS_OUTCOME",
 ]
 
 
@@ -55,6 +65,15 @@ class Expectations:
     engine: dict[str, Any] = field(default_factory=dict)
     fault: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    plain_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_model(self, scripted: bool) -> Expectations:
+        """The entries that judge the server's model: on any model but the scripted one, each `plain_model` entry in
+        place of the `cases` entry of its id (a tools.auto case refused by a server without a tool parser is not the
+        scripted model's parser quirk); on the scripted model, `cases` as written."""
+        if scripted or not self.plain_model:
+            return self
+        return replace(self, cases={**self.cases, **self.plain_model})
 
     def quirks(self, case_id: str) -> list[str]:
         q = self.cases.get(case_id, {}).get("quirk")
@@ -65,6 +84,25 @@ class Expectations:
     def skip_reason(self, case_id: str) -> str | None:
         s = self.cases.get(case_id, {}).get("skip")
         return str(s) if s else None
+
+    def intermittent(self, case_id: str) -> list[tuple[frozenset[str], dict[str, Any]]]:
+        """The known intermittent outcomes of a case: (its tags, empty for `pass`; the entry with rate and evidence)."""
+        return [(outcome_tags(o["outcome"]), o) for o in self.cases.get(case_id, {}).get("intermittent") or []]
+
+
+PASS_OUTCOME = "pass"  # the outcome of a check that passed; any other outcome is a failing check's exact tags
+
+
+def outcome_tags(outcome: str | list[str]) -> frozenset[str]:
+    """An `outcome:` as written (`pass`, a tag, a list of tags) as a set of tags (empty for pass)."""
+    if outcome == PASS_OUTCOME:
+        return frozenset()
+    return frozenset([outcome] if isinstance(outcome, str) else outcome)
+
+
+def outcome_name(tags: frozenset[str] | list[str] | tuple[str, ...]) -> str:
+    """One outcome said in one word: `pass`, or the sorted tags joined by `+`."""
+    return "+".join(sorted(tags)) or PASS_OUTCOME
 
 
 def available() -> list[str]:
@@ -119,11 +157,16 @@ def load_expectations(name_or_path: str | Path | None) -> Expectations:
         engine=dict(raw.get("engine") or {}),
         fault={k: dict(v or {}) for k, v in (raw.get("fault") or {}).items()},
         path=str(p),
+        plain_model={k: dict(v) for k, v in (raw.get("plain_model") or {}).items()},
     )
 
 
-SECTIONS = ("name", "engine", "cases", "metrics", "cancellation", "probes", "fault")
-CASE_KEYS = {"quirk", "reason", "conditional", "skip"}
+SECTIONS = ("name", "engine", "cases", "plain_model", "metrics", "cancellation", "probes", "fault")
+CASE_KEYS = {"quirk", "reason", "skip", "intermittent"}
+OUTCOME_KEYS = ("outcome", "rate", "evidence")
+CONDITIONAL_GONE = ("`conditional` is gone: write the outcomes seen, the typical one as `quirk:` (none: a pass) and "
+                    "each other as `intermittent: [{outcome: pass | TAG | [TAGS], rate: 'k/N ...', evidence: '...'}]`"
+                    " (README: known-intermittent outcomes)")  # fmt: skip
 # fault name -> its keys (harness.conformance.cases.death reads them); a number of seconds, a count, or data
 FAULT_KEYS = {
     "engine-death": ("streams_end_within_s", "health_down_within_s", "streams", "stream_ends", "request", "reason")
@@ -158,12 +201,13 @@ def _validate(raw: Any, p: Path) -> None:
         "must be a non-empty single-line string",
     )
     _validate_engine(mapping(raw.get("engine"), "engine"), need)
-    for cid, entry in mapping(raw.get("cases"), "cases").items():
-        where = f"cases.{cid}"
+    entries = [(f"{s}.{cid}", e) for s in ("cases", "plain_model") for cid, e in mapping(raw.get(s), s).items()]
+    for where, entry in entries:  # a plain_model entry is written as a cases entry
+        need(not (isinstance(entry, dict) and "conditional" in entry), f"{where}.conditional", CONDITIONAL_GONE)
         need(
-            isinstance(entry, dict) and bool({"quirk", "skip"} & set(entry)),
+            isinstance(entry, dict) and bool({"quirk", "skip", "intermittent"} & set(entry)),
             where,
-            "needs 'quirk' (tag or list) or 'skip' (reason)",
+            "needs 'quirk' (tag or list), 'intermittent' (outcomes) or 'skip' (reason)",
         )
         bad = sorted(set(entry) - CASE_KEYS)
         need(not bad, f"{where}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(sorted(CASE_KEYS))})")
@@ -185,7 +229,8 @@ def _validate(raw: Any, p: Path) -> None:
                 f"{where}.skip",
                 "must be the reason (a non-empty string)",
             )
-        need(isinstance(entry.get("conditional", False), bool), f"{where}.conditional", "must be true or false")
+        if "intermittent" in entry:
+            _validate_intermittent(entry, where, need, names)
     metrics = mapping(raw.get("metrics"), "metrics")
     for name, spec in mapping(metrics.get("required"), "metrics.required").items():
         spec = mapping(spec, f"metrics.required.{name}")
@@ -245,6 +290,33 @@ def _validate(raw: Any, p: Path) -> None:
         need(spec.get("reason") is None or isinstance(spec["reason"], str), f"fault.{name}.reason", "must be a string")
 
 
+def _validate_intermittent(entry: dict, where: str, need: Callable[[bool, str, str], None],
+                           names: Callable[[Any], bool]) -> None:  # fmt: skip
+    """intermittent: a non-empty list of {outcome, rate, evidence}; no outcome twice, none the typical one."""
+    listed = entry["intermittent"]
+    need(isinstance(listed, list) and listed != [], f"{where}.intermittent", "must be a non-empty list of outcomes")
+    need(isinstance(entry.get("reason"), str) and entry["reason"].strip() != "", f"{where}.reason",
+         "an entry with intermittent outcomes needs a 'reason' (a non-empty string)")  # fmt: skip
+    q = entry.get("quirk")
+    typical = outcome_tags(q) if isinstance(q, (str, list)) and q not in ("", []) else frozenset()
+    seen = {typical}
+    for i, o in enumerate(listed):
+        at = f"{where}.intermittent[{i}]"
+        need(isinstance(o, dict), at, "must be a mapping {outcome, rate, evidence}")
+        bad = sorted(set(o) - set(OUTCOME_KEYS))
+        need(not bad, f"{at}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(OUTCOME_KEYS)})")
+        v = o.get("outcome")
+        need((isinstance(v, str) and v.strip() == v != "") or (names(v) and v != []), f"{at}.outcome",
+             "must be `pass`, a behaviour tag or a non-empty list of tags")  # fmt: skip
+        need(not (isinstance(v, list) and PASS_OUTCOME in v), f"{at}.outcome", "`pass` is an outcome of its own")
+        for key in ("rate", "evidence"):
+            need(isinstance(o.get(key), str) and o[key].strip() != "", f"{at}.{key}",
+                 "must be a non-empty string (a rate: 'k/N ...' or 'rate not measured yet')")  # fmt: skip
+        tags = outcome_tags(v)
+        need(tags not in seen, f"{at}.outcome", "listed twice (or the typical outcome: the entry's `quirk`)")
+        seen.add(tags)
+
+
 NO_PROFILE = "none"  # engine.kind of a server no engine profile describes (judged as `--expect openai` judges it)
 
 
@@ -283,25 +355,40 @@ def resolve(case: CaseHead, check: Check, exp: Expectations, duration_s: float =
         r.extra["evidence"] = {tag: ev.to_dict() for tag, ev in check.evidence.items()}
     quirks = exp.quirks(case.id)
     entry = exp.cases.get(case.id, {})
-    conditional = bool(entry.get("conditional"))
     declared = "/".join(quirks)
+    known = exp.intermittent(case.id)
+    if check.status in (Verdict.PASS, Verdict.FAIL) and known:
+        seen_tags = frozenset(check.behaviours) if check.status is Verdict.FAIL else frozenset()
+        typical = frozenset(quirks)
+        hit = next((o for tags, o in known if tags == seen_tags), None)
+        if hit is not None and seen_tags != typical and (check.status is Verdict.PASS or seen_tags):
+            r.verdict = Verdict.EXPECTED_INTERMITTENT.value
+            r.quirk_reason = str(entry.get("reason", ""))
+            _add_note(r, f"a known intermittent outcome ({outcome_name(seen_tags)}, rate {hit['rate']}; typical: "
+                         f"{outcome_name(typical)})")  # fmt: skip
+            return r
     if check.status is Verdict.FAIL:
         seen = list(check.behaviours)
-        uncovered = [t for t in seen if t not in quirks]
-        if quirks and seen and not uncovered and (conditional or set(seen) == set(quirks)):
+        covered = set(quirks).union(*(tags for tags, _ in known))
+        uncovered = [t for t in seen if t not in covered]
+        if quirks and seen and set(seen) == set(quirks):
             r.verdict = Verdict.QUIRK.value
             r.quirk_reason = str(entry.get("reason", ""))
             return r
-        if quirks and uncovered:
+        if covered and uncovered:
             _make_primary(r, check, uncovered[0])
             r.extra["not_covered"] = uncovered
-            _add_note(r, f"not the declared quirk {declared}: {', '.join(uncovered)} is not part of it")
+            said = f"the declared quirk {declared}" if quirks else "a declared outcome"
+            _add_note(r, f"not {said}: {', '.join(uncovered)} is not part of it")
         elif quirks and seen:
             missing = [q for q in quirks if q not in seen]
             _add_note(r, f"the declared quirk {declared} happened only in part: no {', '.join(missing)}")
+        elif known and seen:
+            listed = ", ".join(outcome_name(tags) for tags, _ in known)
+            _add_note(r, f"not a declared outcome (typical: pass; known intermittent: {listed})")
         if case.level.value == "INFO":
             r.verdict = Verdict.INFO.value
-    elif check.status is Verdict.PASS and quirks and not conditional:
+    elif check.status is Verdict.PASS and quirks:
         r.verdict = Verdict.QUIRK_ABSENT.value
         r.unexpected_pass = True
         r.quirk_reason = str(entry.get("reason", ""))

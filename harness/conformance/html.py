@@ -30,7 +30,8 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f2f2f2}pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:4px;margin:2px 0;
 max-height:28em;overflow:auto;font-size:12px}.v{font-weight:bold}.v-pass{color:#17702a}.v-fail{color:#b00020}
-.v-error{color:#8a1a8a}.v-quirk{color:#9a6a00}.v-quirk-absent{color:#c77700}.v-skip{color:#777}.v-info{color:#0b6aa2}.v-absent{color:#3b4fb0}
+.v-error{color:#8a1a8a}.v-quirk{color:#9a6a00}.v-quirk-absent{color:#c77700}.v-skip{color:#777}.v-info{color:#0b6aa2}.v-absent{color:#3b4fb0}.v-inconclusive{color:#4a7a8a}
+.v-expected-intermittent{color:#b85c00}
 details{margin:2px 0}summary{cursor:pointer}.muted{color:#666}.ex{border-left:3px solid #ddd;padding-left:6px;
 margin:6px 0}.cut{color:#b00020}
 """
@@ -104,13 +105,40 @@ def _anchor(name: str) -> str:
     return "probe-" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
-def _case_row(r: dict[str, Any], ev: dict[str, Any] | None, probes: list[str]) -> str:
+def _repeat_block(rep: dict[str, Any], first: str, files: dict[str, Any]) -> str:
+    """A repeated case: its class, then every outcome with its count and the evidence of its first sample (the case's
+    own evidence is the first sample's; a later distinct outcome has its own file)."""
+    from harness.conformance.repeat import class_text
+
+    items = []
+    for i, o in enumerate(rep.get("outcomes") or []):
+        tags = "+".join(str(t) for t in o.get("behaviours") or [])
+        head = (f'<span class="v v-{esc(o.get("verdict"))}">{esc(o.get("verdict"))}</span> {esc(tags)} '
+                f"<b>{esc(o.get('count'))}/{esc(rep.get('n'))}</b> (first in sample {esc(o.get('sample'))})")  # fmt: skip
+        if o.get("note"):
+            head += f" <span class='muted'>{esc(_short(o.get('note')))}</span>"
+        exs = (files.get(o.get("evidence")) or {}).get("exchanges") or [] if i else []
+        more = (f"<details><summary>evidence: {len(exs)} exchange(s)</summary>"
+                f"{''.join(_exchange(e) for e in exs)}</details>") if exs else ""  # fmt: skip
+        shared = [str(p) for p in o.get("probes") or [] if f"probe:{p}" in files]
+        if i and shared:
+            more += (
+                "<div>shared probe(s):" + "".join(f' <a href="#{_anchor(p)}">{esc(p)}</a>' for p in shared) + "</div>"
+            )
+        items.append(f"<li>{head}{first if i == 0 else more}</li>")
+    return f"<div><b>{esc(class_text(rep))}</b> over {esc(rep.get('n'))} samples:<ul>{''.join(items)}</ul></div>"
+
+
+def _case_row(r: dict[str, Any], ev: dict[str, Any] | None, probes: list[str],
+              outcome_files: dict[str, Any] | None = None) -> str:  # fmt: skip
     v = str(r.get("verdict", ""))
     tags = [t for t in (r.get("behaviours") or []) if isinstance(t, str)] or (
         [r["behaviour"]] if r.get("behaviour") else []
     )
     detail = []
-    if r.get("expected") is not None or r.get("actual") is not None:
+    if v == "inconclusive":  # not judged: what the model did instead is the evidence
+        detail.append(f"<div>the model did: <code>{esc(_short(r.get('actual')))}</code></div>")
+    elif r.get("expected") is not None or r.get("actual") is not None:
         detail.append(f"<div>expected <code>{esc(_short(r.get('expected')))}</code>, "
                       f"got <code>{esc(_short(r.get('actual')))}</code></div>")  # fmt: skip
     if r.get("chunk") is not None:
@@ -129,6 +157,8 @@ def _case_row(r: dict[str, Any], ev: dict[str, Any] | None, probes: list[str]) -
         shared = f"<div>shared probe(s):{links}</div>" if probes else ""
         evidence = (f"<details><summary>evidence: {len(exs)} exchange(s)"
                     f"{', ' + str(len(probes)) + ' shared probe(s)' if probes else ''}</summary>{shared}{body}</details>")  # fmt: skip
+    if isinstance(r.get("repeat"), dict):
+        evidence = _repeat_block(r["repeat"], evidence, outcome_files or {})
     return (
         f'<tr class="case" id="case-{esc(r.get("id"))}"><td>{esc(r.get("id"))}</td><td>{esc(r.get("level"))}</td>'
         f'<td class="v v-{esc(v)}">{esc(v)}</td><td>{esc(r.get("requirement"))}</td>'
@@ -183,7 +213,9 @@ def render_html(doc: dict[str, Any], evidence: Any = None, evidence_problem: str
             f'<p class="muted">no evidence beside this report{": " + esc(evidence_problem) if evidence_problem else ""}</p>'
         )
     rows = [
-        _case_row(r, files.get(r.get("id")), [p for p in probes_of.get(r.get("id"), []) if f"probe:{p}" in files])
+        _case_row(
+            r, files.get(r.get("id")), [p for p in probes_of.get(r.get("id"), []) if f"probe:{p}" in files], files
+        )
         for r in doc.get("cases") or []
         if isinstance(r, dict)
     ]

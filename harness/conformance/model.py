@@ -8,19 +8,26 @@ tag of the whole one. Expectation files declare quirks by these tags; the resolv
 (Check, expectation) into the final verdict, with B the tags a failing check saw and Q the declared quirk list:
 
     check pass  + no quirk declared                 -> pass
-    check pass  + quirk declared (not conditional)  -> quirk-absent (unexpected_pass=True): the engine did what the
+    check pass  + quirk declared                    -> quirk-absent (unexpected_pass=True): the engine did what the
                                                        reference asks, not what the expectation file says
-    check pass  + conditional quirk                 -> pass (the quirk shows only for some requests)
     check fail  + B == set(Q)                       -> quirk
-    check fail  + conditional Q, B a subset of Q    -> quirk
+    an outcome the entry lists as known intermittent -> expected-intermittent (pass, or a fail with exactly the
+                                                       listed tags: WPT's `expected: [FAIL, PASS]`; counted apart,
+                                                       never a pass, never a failure)
     check fail  + a tag of B not in Q               -> fail, the first tag not covered as `behaviour`
     check fail  + B a strict subset of Q            -> fail: the declared shape did not happen in full
     check fail  + no quirk declared                 -> fail   (differs from both the reference and the expectation)
-    skip / info / error / absent                    -> unchanged (an expectation may force skip with a reason)
+    skip / info / error / absent / inconclusive     -> unchanged (an expectation may force skip with a reason)
 
 `absent`: the endpoint a case asks for is not served (HTTP 404 or 405 on its path, `absent_problem`). It is neither a
 pass nor a fail: the matrix shows since when an endpoint exists, and `harness bisect --case` finds the release where
 a case turned from absent into anything else. It never makes a suite not ok.
+
+`inconclusive`: the server kept the contract as far as it was exercised, but the model did not do what the case
+needs to judge the rest (it answered in text where a tool call was wanted; no reasoning came back). A case that
+judges any model (the tools.auto.*, reasoning.* and structured.client.* cases off the scripted model) says so with
+what the model did as evidence (`behaviour` names it, `actual` holds it). Never a pass, never a fail: like skip, it
+never makes a suite not ok, and an upgrade that meets it on one side asks for a review, not a regression.
 
 Exit codes: only fail and error make a suite not ok (`conform`, `check-stream`, `run` exit 1; a pytest item fails).
 quirk-absent does not: the engine behaves like the reference, which no client is hurt by. It is counted
@@ -51,17 +58,20 @@ __all__ = [
     "CaseResult",
     "SuiteDocument",
     "REPORT_FORMAT",
+    "REPEAT_FORMAT",
     "FAILING",
     "passed",
     "failed",
     "skipped",
     "info",
     "errored",
+    "inconclusive",
     "finish_reason_tag",
     "KNOWN_FINISH_REASONS",
 ]
 
 REPORT_FORMAT = 1  # conformance.json's shape; a file without `format` was written before the field existed (1 too)
+REPEAT_FORMAT = 2  # a repeated run's (`conform --repeat N`, N > 1): format 1 plus `repeat`, at the top and per case
 
 
 class Level(str, Enum):
@@ -77,8 +87,10 @@ class Verdict(str, Enum):
     SKIP = "skip"
     INFO = "info"
     ERROR = "error"
-    QUIRK_ABSENT = "quirk-absent"  # a declared (non-conditional) quirk did not happen: the check passed
+    QUIRK_ABSENT = "quirk-absent"  # a declared quirk did not happen (nor a known intermittent outcome): check passed
     ABSENT = "absent"  # the server does not serve the endpoint the case asks (404/405): data, not a failure
+    INCONCLUSIVE = "inconclusive"  # the model did not do what the case needs (no call, no reasoning): what it did
+    EXPECTED_INTERMITTENT = "expected-intermittent"  # an outcome the expectation lists as known intermittent
 
 
 # verdicts that make a suite not ok (exit code 1); quirk-absent is counted and shown, never a failure
@@ -188,6 +200,11 @@ def errored(note: str) -> Check:
     return Check(Verdict.ERROR, note=note)
 
 
+def inconclusive(behaviour: str, actual: Any, note: str = "", **extra: Any) -> Check:
+    """The model did not do what the case needs (`behaviour` names what it did, `actual` shows it): no verdict."""
+    return Check(Verdict.INCONCLUSIVE, behaviour, actual=actual, note=note, extra=extra)
+
+
 # finish_reason values some engine is known to send, each a tag of its own (`finish-reason-eos_token` is a quirk an
 # expectation file names): OpenAI's, TGI's, Anthropic's stop reasons, vLLM's and SGLang's abort/error.
 KNOWN_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "eos_token",
@@ -258,13 +275,19 @@ class CaseResult:
     unexpected_pass: bool = False
     duration_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # `conform --repeat N` (harness.conformance.repeat): {n, class, k, outcomes: [{verdict, behaviours, count, ...}]};
+    # None (and not written) for a case judged once, so a run of one sample is the document it always was
+    repeat: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.behaviour and not self.behaviours:
             self.behaviours = [self.behaviour]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.repeat is None:
+            del d["repeat"]
+        return d
 
     @classmethod
     def from_dict(cls, raw: object, where: str = "case") -> CaseResult:
@@ -284,6 +307,7 @@ class CaseResult:
             quirk_reason=_typed(d, "quirk_reason", str, where),
             unexpected_pass=_typed(d, "unexpected_pass", bool, where),
             duration_s=_seconds(d, "duration_s", where), extra=_typed(d, "extra", dict, where),
+            repeat=_typed(d, "repeat", (dict, type(None)), where),
         )  # fmt: skip
 
 
@@ -304,12 +328,15 @@ class SuiteDocument:
     # report written before the field existed
     liveness: str | None = None
     format: int = REPORT_FORMAT
+    # `conform --repeat N`: {n, restart, stable, intermittent, unexpected} (format REPEAT_FORMAT); None: one sample
+    repeat: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (key order as written since before `format`; `format` first)."""
-        doc: dict[str, Any] = {"format": self.format}
+        doc: dict[str, Any] = {"format": REPEAT_FORMAT if self.repeat is not None else self.format}
         for f in fields(self):
-            if f.name == "format" or (f.name in ("ready_to_report_s", "liveness") and getattr(self, f.name) is None):
+            optional = ("ready_to_report_s", "liveness", "repeat")
+            if f.name == "format" or (f.name in optional and getattr(self, f.name) is None):
                 continue
             doc[f.name] = [c.to_dict() for c in self.cases] if f.name == "cases" else getattr(self, f.name)
         return doc
@@ -317,10 +344,12 @@ class SuiteDocument:
     @classmethod
     def from_dict(cls, raw: object, where: str = "conformance report") -> SuiteDocument:
         """A document read back from JSON (or handed over as a dict): every field checked, one DataError naming it."""
-        d = _object(raw, where, cls, optional=("format", "ready_to_report_s", "liveness"))
+        d = _object(raw, where, cls, optional=("format", "ready_to_report_s", "liveness", "repeat"))
         fmt = d.get("format", REPORT_FORMAT)
-        if type(fmt) is not int or not 1 <= fmt <= REPORT_FORMAT:
-            raise DataError(f"{where}: format: this harness reads format {REPORT_FORMAT}, got {fmt!r}")
+        repeat = _typed(d, "repeat", (dict, type(None)), where) if "repeat" in d else None
+        if type(fmt) is not int or not 1 <= fmt <= REPEAT_FORMAT or (fmt == REPEAT_FORMAT) != (repeat is not None):
+            raise DataError(f"{where}: format: this harness reads format {REPORT_FORMAT} (one sample per case) and "
+                            f"{REPEAT_FORMAT} (a repeated run, with its `repeat`), got {fmt!r}")  # fmt: skip
         counts = _typed(d, "counts", dict, where)
         if not all(isinstance(k, str) and type(v) is int for k, v in counts.items()):
             raise DataError(f"{where}: counts: must map verdicts to whole numbers")
@@ -336,6 +365,7 @@ class SuiteDocument:
             cases=[CaseResult.from_dict(c, f"{where}: cases[{i}]") for i, c in enumerate(cases)],
             ready_to_report_s=None if ready is None else _seconds(d, "ready_to_report_s", where),
             liveness=_typed(d, "liveness", (str, type(None)), where) if "liveness" in d else None, format=fmt,
+            repeat=repeat,
         )  # fmt: skip
 
 

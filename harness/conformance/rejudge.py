@@ -49,6 +49,12 @@ def saved_cases(run_dir: str | Path, store: EvidenceStore) -> list[str]:
     return ids
 
 
+def _saved_provides(engine: dict) -> frozenset[str]:
+    """What the saved run's server provided (its report's engine.provides); anything but a list of names: nothing."""
+    v = engine.get("provides")
+    return frozenset(x for x in v if isinstance(x, str)) if isinstance(v, list) else frozenset()
+
+
 def chosen(ids: list[str], patterns: list[str] | None) -> list[str]:
     """The ids `-k` selects, by the registry's rule (a glob, or a prefix of whole dotted parts)."""
     if not patterns:
@@ -81,7 +87,7 @@ async def rejudge(run_dir: str | Path, exp: Any, *, on_result: Any = None, out: 
     engine_url = REPLAY_URL if saved_engine.get("engine_url") else ""
     ctx = new_ctx(REPLAY_URL, exp, model=model, api_key=REPLAY_KEY if idx.get("api_key") is True else None,
                   transport=replay, evidence=recorder, max_stream_s=stream_s, engine_url=engine_url,
-                  scripted_model=saved_engine.get("scripted_model") is True,
+                  scripted_model=saved_engine.get("scripted_model") is True, provides=_saved_provides(saved_engine),
                   max_stream_bytes=int(index_number(idx, "max_stream_bytes", MAX_STREAM_BYTES, where)))  # fmt: skip
     saved = store.verdicts()
     engine = dict(idx.get("engine") or {}) if isinstance(idx.get("engine"), dict) else {}

@@ -34,8 +34,11 @@ Doc = SuiteDocument | dict[str, Any]
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 STYLE = {"pass": "green", "fail": "bold red", "quirk": "yellow", "skip": "dim", "info": "cyan", "error": "bold magenta",
-         "quirk-absent": "bold yellow", "absent": "blue"}  # fmt: skip
-COUNTED = ("pass", "fail", "quirk", "quirk-absent", "skip", "info", "error", "absent")  # the summary line's order
+         "quirk-absent": "bold yellow", "absent": "blue", "inconclusive": "dim cyan",
+         "expected-intermittent": "dark_orange"}  # fmt: skip
+# the summary line's order
+COUNTED = ("pass", "fail", "quirk", "quirk-absent", "skip", "info", "error", "absent", "inconclusive",
+           "expected-intermittent")  # fmt: skip
 
 
 def _tags(r: dict[str, Any]) -> str:
@@ -124,7 +127,7 @@ def junit_xml(doc: Doc) -> str:
         tests=str(len(cases)),
         failures=str(c.get("fail", 0)),
         errors=str(c.get("error", 0)),
-        skipped=str(c.get("skip", 0) + c.get("absent", 0)),
+        skipped=str(c.get("skip", 0) + c.get("absent", 0) + c.get("inconclusive", 0)),
         time=f"{doc.get('duration_s', 0):.3f}",
     )
     for r in cases:
@@ -136,21 +139,48 @@ def junit_xml(doc: Doc) -> str:
             time=f"{r.get('duration_s', 0):.3f}",
         )
         detail = f"{r['requirement']}\nbehaviour: {_tags(r)}\nexpected: {_short(r.get('expected'), 500)}\nactual: {_short(r.get('actual'), 500)}\nchunk: {r.get('chunk')}\nnote: {r.get('note')}"
+        rate = _junit_repeat(tc, r)  # a repeated case: its class and every outcome's count, not one sample
+        detail = f"{rate}\n{detail}" if rate else detail
+        at_rate = f" [{rate}]" if rate else ""
         if r["verdict"] == "fail":
-            ET.SubElement(tc, "failure", message=_xml(f"{_tags(r)}: {_short(r.get('actual'))}")).text = _xml(detail)
+            ET.SubElement(tc, "failure", message=_xml(f"{_tags(r)}: {_short(r.get('actual'))}{at_rate}")).text = _xml(
+                detail
+            )
         elif r["verdict"] == "error":
-            ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error"))).text = _xml(detail)
+            ET.SubElement(tc, "error", message=_xml(_short(r.get("note") or "error") + at_rate)).text = _xml(detail)
         elif r["verdict"] == "skip":
             ET.SubElement(tc, "skipped", message=_xml(r.get("note") or ""))
         elif r["verdict"] == "absent":  # the endpoint is not served: nothing to judge, said as such
             ET.SubElement(tc, "skipped", message=_xml(f"absent: {r.get('note') or ''}".strip()))
+        elif r["verdict"] == "inconclusive":  # the model did not do what the case needs: not judged, said so
+            what = (
+                f"inconclusive: {r.get('behaviour') or ''}: {r.get('note') or ''}; the model: {_short(r.get('actual'))}"
+            )
+            ET.SubElement(tc, "skipped", message=_xml(what))
         else:
             ET.SubElement(tc, "system-out").text = _xml(
-                f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip()
+                f"{r['verdict']}: {r.get('behaviour') or ''} {r.get('note') or ''}".strip() + at_rate
             )
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.tostring(root, encoding="unicode")
+
+
+def _junit_repeat(tc: ET.Element, r: dict[str, Any]) -> str:
+    """A repeated case's `<properties>` (its class, then each outcome and its count) and the same as one line ("" for
+    a case judged once: its testcase is what it always was)."""
+    from harness.conformance.repeat import class_text, outcomes_text
+
+    rep = r.get("repeat")
+    if not isinstance(rep, dict):
+        return ""
+    props = ET.SubElement(tc, "properties")
+    ET.SubElement(props, "property", name="repeat.class", value=_xml(class_text(rep)))
+    for o in rep.get("outcomes") or []:
+        tags = "+".join(o.get("behaviours") or [])
+        ET.SubElement(props, "property", name=_xml(f"outcome.{o.get('verdict')}{'.' + tags if tags else ''}"),
+                      value=f"{o.get('count')}/{rep.get('n')}")  # fmt: skip
+    return f"{class_text(rep)}: {outcomes_text(rep)}"
 
 
 def write_outputs(doc: Doc, out_dir: str | Path) -> tuple[Path, Path]:
@@ -208,13 +238,28 @@ def print_table(doc: Doc, console: Any = None) -> None:
             )
         elif r["verdict"] == "quirk-absent":
             detail = f"passed like the reference; {_short(r.get('note'), 60)} ({_short(r.get('quirk_reason'), 40)})"
+        elif r["verdict"] == "inconclusive":  # what the model did, so a reader sees why nothing was judged
+            detail = (
+                f"{r.get('behaviour') or ''}: {_short(r.get('note'), 50)}; the model: {_short(r.get('actual'), 40)}"
+            )
         else:
             detail = _short(r.get("note") or (r.get("actual") if r["verdict"] == "info" else ""), 100)
+        if isinstance(r.get("repeat"), dict):  # a repeated case: the rate of every outcome, not one sample
+            from harness.conformance.repeat import class_text, outcomes_text
+
+            v += f" · {class_text(r['repeat'])}"
+            detail = f"{outcomes_text(r['repeat'])}; {detail}"
         t.add_row(cell(r["id"]), cell(r["level"]), f"[{STYLE.get(r['verdict'], '')}]{cell(v)}[/]", cell(detail))
     console.print(t)
     c = doc.get("counts", {})
     line = "  ".join(f"{k}={c.get(k, 0)}" for k in COUNTED)
     console.print(cell(f"{len(doc.get('cases', []))} cases in {doc.get('duration_s', 0):.1f}s: {line}"))
+    rep = doc.get("repeat")
+    if isinstance(rep, dict):
+        console.print(cell(f"repeat {rep.get('n')} ({rep.get('passes')} passes"
+                           f"{', a fresh launch each' if rep.get('restart') else ''}): {rep.get('stable')} stable, "
+                           f"{rep.get('intermittent')} intermittent, {rep.get('unexpected_samples')} unexpected "
+                           f"sample(s){'; ' + str(rep['stopped']) if rep.get('stopped') else ''}"))  # fmt: skip
     if doc.get("liveness"):  # which check said the server was still there after a failed case
         console.print(escape(f"liveness check: {shown(doc['liveness'])}"))
     if doc.get("aborted"):

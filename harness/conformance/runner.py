@@ -19,7 +19,7 @@ from harness.conformance.case import SCRIPTED_MODEL, Case
 from harness.conformance.context import MAX_MODELS_BYTES, Ctx
 from harness.conformance.evidence import current_case, end_case, end_liveness, liveness_scope
 from harness.conformance.expectations import Expectations, resolve
-from harness.conformance.model import FAILING, CaseResult, Check, Verdict, errored, skipped
+from harness.conformance.model import FAILING, REPEAT_FORMAT, CaseResult, Check, Verdict, errored, skipped
 from harness.conformance.registry import FAULTS, select
 from harness.conformance.report import scrub_report
 from harness.conformance.suite import all_cases, fault_cases
@@ -40,6 +40,7 @@ class SuiteReport:
     duration_s: float = 0.0
     aborted: str | None = None  # why the rest was not run: "engine died during <case id>", a bound, no server
     liveness: str = ""  # the check asked after a failed case, as reports name it: "GET /health == 200 (vLLM profile)"
+    repeat: dict[str, Any] | None = None  # a repeated run's summary (harness.conformance.repeat); None: one sample
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {v.value: 0 for v in Verdict}
@@ -54,7 +55,9 @@ class SuiteReport:
         return not any(c.get(v) for v in FAILING)
 
     def to_dict(self) -> dict[str, Any]:
+        repeated = {"format": REPEAT_FORMAT, "repeat": self.repeat} if self.repeat is not None else {}
         return {
+            **repeated,
             "engine": self.engine,
             "expectations": self.expectations,
             "started_at": self.started_at,
@@ -145,6 +148,7 @@ async def run_suite(
     and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it.
     `ids` runs exactly those cases, in the suite's order (a re-judged run: the saved run's cases). Every request a
     case makes (the liveness check after it included) is attributed to it, for the evidence (`ctx.evidence`)."""
+    ctx.exp = ctx.exp.for_model(ctx.scripted)  # the plain_model entries, off the scripted model
     report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time(),
                          liveness=ctx.liveness()[1])  # fmt: skip
     t0 = time.monotonic()
@@ -171,6 +175,8 @@ async def run_suite(
         report.engine.setdefault("model", ctx.model)
         if ctx.scripted:  # a re-judge of this run knows the tools.* and reasoning.* cases had their model
             report.engine.setdefault("scripted_model", True)
+        if ctx.provides:  # and what else the server provided (a model that ends its answers: the stop.* cases)
+            report.engine.setdefault("provides", sorted(ctx.provides))
         for case in cases:
             token = current_case(case.id)
             try:

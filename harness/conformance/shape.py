@@ -102,6 +102,31 @@ def tool_calls(view: StreamView) -> list[tuple[int, dict]]:
     return out
 
 
+CallKey = tuple[int, int | None]  # (choice index, tool-call index); None: a fragment without an integer index
+
+
+def calls_by_index(view: StreamView) -> dict[CallKey, list[tuple[int, dict]]]:
+    """Tool-call fragments grouped as a client joins them: per choice, per tool-call `index`, in wire order."""
+    out: dict[CallKey, list[tuple[int, dict]]] = {}
+    for i, seq in per_index(view).items():
+        for n, _, c in seq:
+            tcs = _delta(c).get("tool_calls")
+            for tc in tcs if isinstance(tcs, list) else []:
+                if isinstance(tc, dict):
+                    k = tc.get("index")
+                    out.setdefault((i, k if type(k) is int else None), []).append((n, tc))
+    return out
+
+
+def _fn(tc: dict) -> dict:
+    fn = tc.get("function")
+    return fn if isinstance(fn, dict) else {}
+
+
+def _call_name(key: CallKey) -> str:
+    return f"choice {key[0]} call {'(no index)' if key[1] is None else key[1]}"
+
+
 # -- framing ----------------------------------------------------------------------------------------------------
 
 
@@ -401,16 +426,122 @@ def tokens_streamed(view: StreamView) -> int:
     return total
 
 
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # the field's name before and after vLLM ~0.12
+
+
+def _carries_output(c: dict) -> bool:
+    """A chunk that shows generated output: text (even "", a token whose text is held back), reasoning text or a
+    tool-call fragment. Role-only chunks, bare finish chunks and empty deltas show none."""
+    if "delta" not in c:
+        return isinstance(c.get("text"), str)
+    d = _delta(c)
+    return (
+        isinstance(d.get("content"), str)
+        or any(isinstance(d.get(f), str) and d.get(f) != "" for f in REASONING_FIELDS)
+        or bool(d.get("tool_calls"))
+    ) and not is_role_only(c)
+
+
+def tokens_shown(view: StreamView) -> int:
+    """The fewest tokens the stream proves were generated, over all choices: per chunk, its logprobs entries (one per
+    sampled token) or, for a chunk that shows output, at least one. A floor, never a count: a delta may carry several
+    tokens, and billed tokens may stream nothing (reasoning markers, the end token)."""
+    total = 0
+    for _, _, c in (x for seq in per_index(view).values() for x in seq):
+        lp = c.get("logprobs")
+        entries = len(lp["content"]) if isinstance(lp, dict) and isinstance(lp.get("content"), list) else 0
+        total += max(entries, 1 if _carries_output(c) else 0)
+    return total
+
+
+def _max_tokens(view: StreamView) -> int | None:
+    req = view.request or {}
+    for key in ("max_completion_tokens", "max_tokens"):
+        v = req.get(key)
+        if type(v) is int and v >= 0:
+            return v
+    return None
+
+
 def usage_completion_count(view: StreamView) -> Check:
+    """What the protocol promises of usage.completion_tokens, from the stream alone: at least the tokens it shows
+    (`fewer-tokens-billed-than-streamed`) and, when the request is known, at most its max_tokens
+    (`completion-count-above-max-tokens`). Not one token per delta: deltas coalesce, and billed tokens such as
+    reasoning markers or the end token stream nothing. A non-integer count is usage-totals' to judge."""
     uc = usage_chunk(view)
     if uc is None:
         return skipped("no usage chunk")
     n, obj = uc
     c = obj["usage"].get("completion_tokens")
-    streamed = tokens_streamed(view)
-    if c != streamed:
-        return failed("completion-count-mismatch", f"completion_tokens = tokens streamed ({streamed})", c, n)
-    return passed(f"{c} tokens")
+    if type(c) is not int:
+        return skipped(f"completion_tokens is not an integer ({c!r}): see usage-totals")
+    shown, cap = tokens_shown(view), _max_tokens(view)
+    dev = Deviations()
+    if c < shown:
+        dev.add(
+            "fewer-tokens-billed-than-streamed", f"completion_tokens >= the {shown} token(s) the stream shows", c, n
+        )
+    if cap is not None and c > cap:
+        dev.add("completion-count-above-max-tokens", f"completion_tokens <= max_tokens {cap}", c, n)
+    return dev.check(
+        passed(f"{c} billed, at least {shown} streamed" + (f", max_tokens {cap}" if cap is not None else ""))
+    )
+
+
+# -- parser markup ----------------------------------------------------------------------------------------------
+
+# The marker text of the tool-call and reasoning formats engines parse (hermes/Qwen, Mistral, Llama 3, DeepSeek V3,
+# Kimi K2, gpt-oss Harmony). A parser removes them; in content they are what a client would show or run as text.
+TOOL_CALL_MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<｜tool▁calls▁begin｜>",
+                     "<｜tool▁call▁begin｜>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>")  # fmt: skip
+THINK_OPEN = ("<think>", "[THINK]")
+THINK_CLOSE = ("</think>", "[/THINK]")
+HARMONY_MARKERS = ("<|channel|>", "<|message|>", "<|call|>", "<|constrain|>")
+
+
+def content_markup(view: StreamView) -> Check:
+    """Content, joined per choice, holds no parser markup. A closing think marker after text means that text was
+    reasoning: `reasoning-in-content`; a think marker with no reasoning before it `think-markers-in-content`; tool-call
+    markers `tool-call-markers-in-content`; Harmony's `harmony-markers-in-content`. Judged without knowing the model,
+    so only by the markers: reasoning text without its markers is not recognisable, and an answer that quotes a
+    marker on purpose fails here too."""
+    idx = per_index(view)
+    if not idx:
+        return skipped("no choices in the stream")
+    dev = Deviations()
+    for i in sorted(idx):
+        text = streamed_text(view, i)
+
+        def at(markers: tuple[str, ...], i: int = i, text: str = text) -> int | None:
+            """The chunk where the first of these markers ends (its evidence), None when none is in the text."""
+            ends = [p + len(m) for m in markers if (p := text.find(m)) >= 0]
+            return _chunk_at(view, i, min(ends)) if ends else None
+
+        close = min((p for m in THINK_CLOSE if (p := text.find(m)) >= 0), default=-1)
+        before = text[: max(close, 0)]
+        for m in THINK_OPEN:
+            before = before.replace(m, "")
+        shown = text[:200]
+        if before.strip():
+            dev.add("reasoning-in-content", f"choice {i}: reasoning in its own field", shown, at(THINK_CLOSE))
+        elif (n := at((*THINK_OPEN, *THINK_CLOSE))) is not None:
+            dev.add("think-markers-in-content", f"choice {i}: content without think markers", shown, n)
+        if (n := at(TOOL_CALL_MARKERS)) is not None:
+            dev.add("tool-call-markers-in-content", f"choice {i}: tool calls in tool_calls", shown, n)
+        if (n := at(HARMONY_MARKERS)) is not None:
+            dev.add("harmony-markers-in-content", f"choice {i}: content without Harmony markup", shown, n)
+    return dev.check()
+
+
+def _chunk_at(view: StreamView, index: int, end: int) -> int | None:
+    """The chunk whose content reaches position `end` of choice `index`'s joined content."""
+    seen = 0
+    for n, _, c in per_index(view).get(index, []):
+        v = _delta(c).get("content") if "delta" in c else c.get("text")
+        seen += len(v) if isinstance(v, str) else 0
+        if seen >= end:
+            return n
+    return None
 
 
 # -- completions ------------------------------------------------------------------------------------------------
@@ -443,20 +574,23 @@ def no_extra_choice_fields(view: StreamView) -> Check:
 # -- tool calls -------------------------------------------------------------------------------------------------
 
 
+def _sorted_calls(view: StreamView) -> list[tuple[CallKey, list[tuple[int, dict]]]]:
+    return sorted(calls_by_index(view).items(), key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1]))
+
+
 def tools_first_fragment(view: StreamView) -> Check:
-    tcs = tool_calls(view)
-    if not tcs:
+    """The first fragment of every call (per choice, per tool-call index) has id, type function and a name."""
+    calls = _sorted_calls(view)
+    if not calls:
         return skipped("no tool calls in this stream")
-    n, first = tcs[0]
-    fn = first.get("function") if isinstance(first.get("function"), dict) else {}
-    missing = [
-        k
-        for k, ok in (("id", first.get("id")), ("type", first.get("type") == "function"), ("name", fn.get("name")))
-        if not ok
-    ]
-    if missing:
-        return failed("first-fragment-incomplete", "first fragment has id, type=function, function.name", first, n)
-    return passed(f"name={fn.get('name')!r} id={first.get('id')!r}")
+    dev = Deviations()
+    for key, frags in calls:
+        n, first = frags[0]
+        if not (first.get("id") and first.get("type") == "function" and _fn(first).get("name")):
+            want = f"{_call_name(key)}: first fragment has id, type=function, function.name"
+            dev.add("first-fragment-incomplete", want, first, n)
+    names = ", ".join(f"{_fn(f[0][1]).get('name')!r} id={f[0][1].get('id')!r}" for _, f in calls)
+    return dev.check(passed(f"{len(calls)} call(s): {names}"[:200]))
 
 
 def tool_arguments(view: StreamView) -> str:
@@ -470,13 +604,49 @@ def tool_arguments(view: StreamView) -> str:
 
 
 def tools_arguments_json(view: StreamView) -> Check:
-    if not tool_calls(view):
+    """Each call's argument fragments, joined per choice and per tool-call index (as a client joins them), are
+    JSON on their own: fragments that do not concatenate (a brace sent twice, a piece lost) are `arguments-not-json`."""
+    calls = _sorted_calls(view)
+    if not calls:
         return skipped("no tool calls in this stream")
-    text = tool_arguments(view)
-    val, err = decode_json(text)  # bounded in depth, as every JSON a judge parses
-    if err is not None:
-        return failed("arguments-not-json", "fragments concatenate to a JSON object", text[:200], note=err)
-    return passed(f"{type(val).__name__}: {text[:120]}")
+    dev = Deviations()
+    shown: list[str] = []
+    for key, frags in calls:
+        text = "".join(a for _, tc in frags if isinstance(a := _fn(tc).get("arguments"), str))
+        val, err = decode_json(text)  # bounded in depth, as every JSON a judge parses
+        if err is not None:
+            dev.add("arguments-not-json", f"{_call_name(key)}: fragments concatenate to JSON", text[:200],
+                    frags[-1][0], note=f"{_call_name(key)}: {err}")  # fmt: skip
+        else:
+            shown.append(f"{type(val).__name__}: {text[:60]}")
+    return dev.check(passed("; ".join(shown)[:240]))
+
+
+def tools_ids_stable(view: StreamView) -> Check:
+    """A call keeps the id (and name) it was first given: a later fragment of the same index that carries another
+    one is `id-changes` (`name-changes`); a later fragment without one, or repeating it, is fine. Two calls of one
+    choice with the same id are `id-reused` (a client could not tell their results apart)."""
+    calls = _sorted_calls(view)
+    if not calls:
+        return skipped("no tool calls in this stream")
+    dev = Deviations()
+    owners: dict[tuple[int, str], CallKey] = {}
+    for key, frags in calls:
+        given: dict[str, str] = {}
+        for n, tc in frags:
+            for field, value in (("id", tc.get("id")), ("name", _fn(tc).get("name"))):
+                if not isinstance(value, str) or not value:
+                    continue
+                first = given.setdefault(field, value)
+                if value != first:
+                    dev.add(f"{field}-changes", f"{_call_name(key)}: {field} {first!r} on every fragment", value, n)
+        cid = given.get("id")
+        if cid is not None:
+            other = owners.setdefault((key[0], cid), key)
+            if other != key:
+                dev.add("id-reused", f"{_call_name(key)}: an id of its own", f"{cid!r}, as {_call_name(other)}",
+                        frags[0][0])  # fmt: skip
+    return dev.check(passed(f"{len(calls)} call(s), one id each"))
 
 
 def tools_finish_reason(view: StreamView) -> Check:
@@ -547,7 +717,13 @@ SHAPE_CHECKS: dict[str, Shape] = {
     "usage-completion-count": (
         usage_completion_count,
         Level.MUST,
-        "usage completion_tokens = tokens actually streamed",
+        "usage completion_tokens counts at least the tokens streamed and at most max_tokens",
+        ("chat",),
+    ),
+    "content-markup": (
+        content_markup,
+        Level.MUST,
+        "content holds no tool-call or reasoning markup and no reasoning block",
         ("chat",),
     ),
     "empty-deltas": (empty_deltas, Level.INFO, "count of content chunks with empty text", ("chat", "completions")),
@@ -563,10 +739,21 @@ TOOL_CHECKS: dict[str, Shape] = {
     "first-fragment": (
         tools_first_fragment,
         Level.MUST,
-        "the first tool-call fragment has id, type and function.name",
+        "the first fragment of each tool call (per index) has id, type and function.name",
         ("chat",),
     ),
-    "arguments-json": (tools_arguments_json, Level.MUST, "argument fragments concatenate to valid JSON", ("chat",)),
+    "arguments-json": (
+        tools_arguments_json,
+        Level.MUST,
+        "each call's argument fragments (per tool-call index) concatenate to valid JSON",
+        ("chat",),
+    ),
+    "ids-stable": (
+        tools_ids_stable,
+        Level.MUST,
+        "a tool call keeps its id and name across its fragments; no two calls share an id",
+        ("chat",),
+    ),
     "finish-reason": (
         tools_finish_reason,
         Level.MUST,

@@ -33,7 +33,7 @@ def run_stage(ctx: StageContext) -> StageResult:
     n = doc["counts"]
     summary = (
         f"{len(doc['cases'])} cases: {n['pass']} pass, {n['fail']} fail, {n['quirk']} quirk, "
-        f"{n['quirk-absent']} quirk-absent, {n['skip']} skip, {n['error']} error"
+        f"{n['quirk-absent']} quirk-absent, {n['skip']} skip, {n.get('inconclusive', 0)} inconclusive, {n['error']} error"
         + (f"; {report.aborted}" if report.aborted else "")
     )
     return StageResult(

@@ -11,6 +11,7 @@ from harness.conformance.cases import (
     stream,
     integrity,
     requests,
+    stop,
     structured,
     fields,
     tools,
@@ -23,6 +24,10 @@ from harness.conformance.cases import (
     responses,
     messages,
     cross,
+    streamequal,
+    surfacedepth,
+    clientrequests,
+    clients,
 )
 
 # isort: on
@@ -31,8 +36,9 @@ from harness.conformance.registry import CASES, select_faults
 
 __all__ = ["FAMILIES", "all_cases", "fault_cases"]
 
-FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, tools, reasoning, clientschemas, errors,
-            metrics, cancel, auth, responses, messages, cross)  # fmt: skip
+FAMILIES = (endpoints, http, stream, integrity, requests, structured, fields, stop, tools, reasoning, clientschemas, errors,
+            metrics, cancel, auth, responses, messages, cross, streamequal, surfacedepth, clientrequests,
+            clients)  # fmt: skip
 
 
 def all_cases() -> list[Case]:

@@ -2,8 +2,9 @@
 
 Every `fail` becomes a declared quirk with a reason that says what was observed and asks for review. A quirk covers
 exactly the tags it lists, so the proposal is the tags the check saw (`behaviours`), replacing a declared list that
-did not match; a `conditional` quirk (any part of its list is the quirk) gains the new tags instead. Every quirk-absent
-(a declared quirk that no longer happens, and is not `conditional`) is dropped. `error` verdicts
+did not match. Every quirk-absent (a declared quirk that no longer happens) is dropped. A repeated run (`conform
+--repeat N`) proposes from the rates: the most frequent outcome typical, every other one seen a known intermittent
+outcome with its rate k/N, and a declared intermittent outcome not seen in the N repeats dropped. `error` verdicts
 (the harness could not run the case) are listed, never written: they are not engine behaviour. The other sections of the
 file (metrics, cancellation, probes, engine) are kept as they are. The result is a proposal for a person to read: it is
 written to a new file, never over the input unless asked.
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from harness.conformance.expectations import outcome_name, outcome_tags
 from harness.conformance.model import Verdict
 from harness.errors import DataError
 from harness.outputs import atomic_write_text, output_file
@@ -52,6 +54,17 @@ def check_results(results: Any, path: object) -> dict:
             "must be a list of tags",
         )
         need(isinstance(r.get("unexpected_pass", False), bool), f"{at}.unexpected_pass", "must be true or false")
+        rep = r.get("repeat")
+        if rep is not None:  # a repeated run: what `_propose_repeated` reads of it
+            need(isinstance(rep, dict) and type(rep.get("n")) is int and rep["n"] >= 1, f"{at}.repeat.n",
+                 "must be a whole number of samples")  # fmt: skip
+            outs = rep.get("outcomes")
+            need(isinstance(outs, list), f"{at}.repeat.outcomes", "must be a list")
+            for j, o in enumerate(outs):
+                ok = (isinstance(o, dict) and o.get("verdict") in VERDICTS and type(o.get("count")) is int
+                      and o["count"] >= 1 and isinstance(o.get("behaviours"), list)
+                      and all(isinstance(t, str) and t.strip() == t != "" and "\n" not in t for t in o["behaviours"]))  # fmt: skip
+                need(ok, f"{at}.repeat.outcomes[{j}]", "must be {verdict, behaviours: [one-line tags], count}")
         if r["verdict"] == "fail":
             for tag in [r.get("behaviour"), *(tags or [])]:
                 need(
@@ -67,31 +80,113 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
     stamp = note or time.strftime("%Y-%m-%d")
     for r in results.get("cases", []):
         cid, verdict, tag = r.get("id"), r.get("verdict"), r.get("behaviour") or "unspecified"
-        if verdict == "fail":
+        rep = r.get("repeat")
+        if isinstance(rep, dict) and rep.get("n", 1) > 1:
+            _propose_repeated(cid, r, rep, cases, changes, stamp)
+        elif verdict == "fail":
             seen = [t for t in (r.get("behaviours") or []) if t] or [tag]
             entry = cases.setdefault(cid, {})
             old = entry.get("quirk", [])
             old = [old] if isinstance(old, str) else list(old)
-            tags = old + [t for t in seen if t not in old] if entry.get("conditional") else seen
-            entry["quirk"] = tags[0] if len(tags) == 1 else tags
+            entry["quirk"] = seen[0] if len(seen) == 1 else seen
+            _drop_listed(entry, frozenset(seen))  # the new typical outcome is not also an intermittent one
             saw = f"expected {json.dumps(r.get('expected'), default=str)[:120]}, got {json.dumps(r.get('actual'), default=str)[:120]}"
-            entry["reason"] = (
-                entry.get("reason", "") + " | " if entry.get("reason") else ""
-            ) + f"REVIEW: observed {stamp} ({r.get('level')}): {saw}"
-            was = f" (was {'/'.join(old)})" if old and old != tags else ""
-            changes.append(f"+ {cid}: quirk {'/'.join(tags)}{was} ({r.get('level')})")
-        elif (
-            (verdict == "quirk-absent" or r.get("unexpected_pass"))
-            and cid in cases
-            and not cases[cid].get("conditional")
-        ):
-            del cases[cid]
-            changes.append(f"- {cid}: the declared quirk no longer happens")
+            _review(entry, f"REVIEW: observed {stamp} ({r.get('level')}): {saw}")
+            was = f" (was {'/'.join(old)})" if old and old != seen else ""
+            changes.append(f"+ {cid}: quirk {'/'.join(seen)}{was} ({r.get('level')})")
+        elif (verdict == "quirk-absent" or r.get("unexpected_pass")) and cid in cases:
+            if cases[cid].get("intermittent"):  # the typical outcome becomes a pass; its known intermittents stay
+                cases[cid].pop("quirk", None)
+                changes.append(f"- {cid}: the declared quirk no longer happens (its intermittent outcomes kept)")
+            else:
+                del cases[cid]
+                changes.append(f"- {cid}: the declared quirk no longer happens")
         elif verdict == "error":
             changes.append(f"! {cid}: error (harness could not run it), not written: {(r.get('note') or '')[:100]}")
     out = dict(raw)
     out["cases"] = dict(sorted(cases.items()))
     return out, changes
+
+
+# the verdicts whose samples say what the engine did (a pass, or a failing check's tags); error, skip, absent,
+# inconclusive and info say nothing an expectation file declares
+_ENGINE_OUTCOMES = frozenset({"pass", "fail", "quirk", "quirk-absent", "expected-intermittent"})
+
+
+def _propose_repeated(cid: str, r: dict, rep: dict, cases: dict[str, dict[str, Any]], changes: list[str],
+                      stamp: str) -> None:  # fmt: skip
+    """A repeated case: its entry made the outcomes seen (the most frequent typical, the others known intermittent,
+    each with its rate k/N), unless they are already exactly the declared ones. A declared intermittent outcome not
+    seen in N samples is dropped: a behaviour of rate p is missed by N samples with chance (1-p)^N, so the line says N."""
+    n = int(rep.get("n", 1))
+    seen: dict[frozenset[str], tuple[int, dict]] = {}
+    for o in rep.get("outcomes") or []:
+        if o.get("verdict") == "error":
+            changes.append(
+                f"! {cid}: error in {o.get('count')}/{n} samples, not written: {(o.get('note') or '')[:100]}"
+            )
+        if o.get("verdict") not in _ENGINE_OUTCOMES:
+            continue
+        tags = frozenset(o.get("behaviours") or []) if o.get("verdict") != "quirk-absent" else frozenset()
+        count = seen.get(tags, (0, o))[0] + int(o.get("count", 0))
+        seen[tags] = (count, seen.get(tags, (0, o))[1])
+    if not seen:
+        return
+    typical = max(seen, key=lambda t: seen[t][0])  # the first seen among the most frequent
+    entry = dict(cases.get(cid, {}))
+    declared = {outcome_tags(o["outcome"]): o for o in entry.get("intermittent") or []}
+    q = entry.get("quirk")
+    declared_typical = frozenset([q] if isinstance(q, str) else q or [])
+    if set(seen) == {declared_typical, *declared} and (entry or typical == frozenset()):
+        return  # exactly the declared outcomes: nothing to change (their rates are the reviewer's to restate)
+    if typical:
+        entry["quirk"] = sorted(typical)[0] if len(typical) == 1 else sorted(typical)
+    else:
+        entry.pop("quirk", None)
+    listed = []
+    for tags, (count, o) in seen.items():
+        if tags == typical:
+            continue
+        rate = f"{count}/{n} (harness conform --repeat {n}, {stamp})"
+        old = declared.get(tags)
+        if old is not None:
+            listed.append({**old, "rate": rate})
+            continue
+        said = o.get("note") or json.dumps(o.get("actual"), default=str)[:120]
+        listed.append({"outcome": outcome_name(tags) if not tags or len(tags) > 1 else next(iter(tags)),
+                       "rate": rate, "evidence": f"REVIEW: first in sample {o.get('sample')}: {said}"[:300]})  # fmt: skip
+        if len(tags) > 1:
+            listed[-1]["outcome"] = sorted(tags)
+        changes.append(f"+ {cid}: intermittent {outcome_name(tags)} {count}/{n} (typical {outcome_name(typical)})")
+    for tags in declared:
+        if tags not in seen and tags != typical:
+            changes.append(f"- {cid}: intermittent {outcome_name(tags)} not seen in {n} repeats")
+    if declared_typical != typical:
+        changes.append(f"~ {cid}: typical {outcome_name(typical)} (was {outcome_name(declared_typical)}), "
+                       f"{seen[typical][0]}/{n}")  # fmt: skip
+    if listed:
+        entry["intermittent"] = listed
+    else:
+        entry.pop("intermittent", None)
+    if "quirk" not in entry and "intermittent" not in entry and "skip" not in entry:
+        if cid in cases:
+            del cases[cid]
+            changes.append(f"- {cid}: passed in all {n} repeats; entry dropped")
+        return
+    _review(entry, f"REVIEW: outcomes seen {stamp} in {n} repeats ({r.get('level')})")
+    cases[cid] = entry
+
+
+def _drop_listed(entry: dict[str, Any], tags: frozenset[str]) -> None:
+    kept = [o for o in entry.get("intermittent") or [] if outcome_tags(o["outcome"]) != tags]
+    if kept:
+        entry["intermittent"] = kept
+    else:
+        entry.pop("intermittent", None)
+
+
+def _review(entry: dict[str, Any], text: str) -> None:
+    entry["reason"] = (entry["reason"] + " | " if entry.get("reason") else "") + text
 
 
 def update_expectations(

@@ -28,7 +28,8 @@ def register(sub) -> None:
         "--prompts",
         action="append",
         metavar="SET",
-        help="prompt set name (golden/prompts/SET.yaml) or path; repeatable; default: every set",
+        help="prompt set name (golden/prompts/SET.yaml) or path; repeatable; default: the sets written for the "
+        "manifest's model (their `model:`), else every set that names no model",
     )
     r.add_argument("--out", type=Path, help="recording directory (default golden/<engine>-<version>/<model-hash-12>/)")
     r.add_argument("--force", action="store_true", help="replace an existing recording")
@@ -66,7 +67,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     url = loopback_url(args.url) if args.url is not None else None  # the loopback rule, before any socket
     m = load_manifest(args.manifest)
-    sets = resolve_prompt_sets(args.prompts)
+    sets = resolve_prompt_sets(args.prompts, model=m.model.source)  # default: the sets written for its model
     out = args.out or default_recording_dir(m)
     # Refuse before launching anything: an existing recording is never overwritten without --force.
     if out.exists() and not out.is_dir():

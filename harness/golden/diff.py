@@ -346,13 +346,16 @@ def _classify_errors(s: str, pid: str, ea: dict | None, eb: dict | None) -> Prom
 
 def same_weights(meta_a: dict, meta_b: dict) -> bool:
     """One model's weights on both sides: the same content hash, or the same checkpoint in two formats (an engine
-    migration): both the harness's embedded reference model (written as safetensors or GGUF from the same weights),
-    or one side's `model.converted_from` naming the other's hash."""
+    migration): one of the harness's embedded models on both sides (each format written from the same weights: the
+    tiny models from code, smollm2-135m's safetensors dequantized from its pinned GGUF), or one side's
+    `model.converted_from` naming the other's hash."""
+    from harness.models.catalog import EMBEDDED_MODELS
+
     ma, mb = meta_a.get("model") or {}, meta_b.get("model") or {}
     ha, hb = ma.get("sha256"), mb.get("sha256")
     if ha == hb:
         return True
-    if ma.get("source") == mb.get("source") == "reference-tiny":
+    if ma.get("source") == mb.get("source") and ma.get("source") in EMBEDDED_MODELS:
         return True
     return bool(ha and hb and (ma.get("converted_from") == hb or mb.get("converted_from") == ha))
 

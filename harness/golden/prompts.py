@@ -120,7 +120,7 @@ class PromptSet:
     prompts: tuple[Prompt, ...]
     path: Path | None = None
     file_sha256: str = ""
-    model: str | None = None  # the embedded model the set is written for: left out of the default selection
+    model: str | None = None  # the embedded model the set is written for: that model's default selection
 
     def ids(self) -> list[str]:
         return [p.id for p in self.prompts]
@@ -363,9 +363,13 @@ def load_prompt_set(path: str | Path) -> PromptSet:
     )
 
 
-def resolve_prompt_sets(names: list[str] | None = None, directory: Path = PROMPTS_DIR) -> list[PromptSet]:
-    """Sets by name (a file name stem in `directory`) or path; when names is empty, every set in `directory` that
-    names no model (a set with `model:` is written for that embedded model and is recorded only when asked for)."""
+def resolve_prompt_sets(
+    names: list[str] | None = None, directory: Path = PROMPTS_DIR, *, model: str | None = None
+) -> list[PromptSet]:
+    """Sets by name (a file name stem in `directory`) or path; when names is empty, the default selection for the
+    manifest's `model` (its model.source): the sets written for that model (their `model:` field), or, when none is,
+    every set that names no model. The choice is the sets' data: a set written for one model is never recorded on
+    another unless named."""
     if not names:
         files = sorted(directory.glob("*.yaml"))
         if not files:
@@ -386,6 +390,7 @@ def resolve_prompt_sets(names: list[str] | None = None, directory: Path = PROMPT
         if s.name in names_seen:
             raise ManifestError(s.path, "name", f"set name {s.name!r} also used by {names_seen[s.name]}")
         names_seen[s.name] = s.path
-    if not names:  # a set written for one embedded model (agentic: the scripted model) is recorded when named
-        sets = [s for s in sets if s.model is None]
+    if not names:
+        own = [s for s in sets if model is not None and s.model == model]
+        sets = own or [s for s in sets if s.model is None]
     return sets

@@ -38,7 +38,7 @@ def run_stage(ctx: StageContext) -> StageResult:
     try:
         baseline = load_recording(baseline_dir)
         wanted = sorted(baseline.sets)
-        sets = [s for s in resolve_prompt_sets() if s.name in wanted]
+        sets = [s for s in resolve_prompt_sets(model=ctx.manifest.model.source) if s.name in wanted]
         rec_dir = out / "recording"
         record_with_engine(ctx.engine, ctx.manifest, sets, rec_dir, force=True)
         d = diff_recordings(baseline, load_recording(rec_dir))

@@ -80,6 +80,7 @@ def request_metrics(rec: dict) -> dict:
         "output_tokens": tokens,
         "output_tokens_source": "usage" if isinstance(ct, int) else "chunks",
         "output_chunks": len(out_idx),
+        "finish_reason": rec.get("finish_reason"),
         "prompt_tokens": usage.get("prompt_tokens"),
         "itl_ms": [(ev_t[b] - ev_t[a]) / NS_PER_MS for a, b in zip(out_idx, out_idx[1:])],
         "tpot_ms": None,
@@ -144,6 +145,10 @@ def aggregate(requests: list[dict], measured_start_ns: int, end_ns: int | None, 
     good, bad = goodput(per, criteria)
     finished = len(per) - outcomes.get("cancelled", 0)
     failed = finished - len(ok)
+    finish_reasons: dict[str, int] = {}  # of the ok requests: "stop" ended by the model, "length" cut at max_tokens
+    for m in ok:
+        reason = str(m["finish_reason"]) if m["finish_reason"] is not None else "none"
+        finish_reasons[reason] = finish_reasons.get(reason, 0) + 1
     return {
         "requests": {
             "total": len(per),
@@ -176,6 +181,8 @@ def aggregate(requests: list[dict], measured_start_ns: int, end_ns: int | None, 
             "output": out_tok,
             "prompt": in_tok,
             "output_source": sorted({m["output_tokens_source"] for m in ok}) or None,
+            "output_per_request": distribution(m["output_tokens"] for m in ok),  # the model's lengths, not max_tokens
+            "finish_reasons": dict(sorted(finish_reasons.items())),
         },
         "goodput": {
             "criteria": criteria or None,

@@ -250,6 +250,13 @@ def render_markdown(s: dict) -> str:
         f"Throughput: {_fmt(t['requests_per_s'])} req/s, {_fmt(t['output_tokens_per_s'])} output tok/s, "
         f"{_fmt(t['total_tokens_per_s'])} total tok/s (tokens from {m['tokens']['output_source']}).",
     ]
+    lens = m["tokens"].get("output_per_request")  # absent from summaries of older runs
+    if lens and lens["count"]:
+        reasons = ", ".join(f"{k} {v}" for k, v in m["tokens"].get("finish_reasons", {}).items()) or "none"
+        lines.append(
+            f"Output tokens per request: min {_fmt(lens['min'])}, p50 {_fmt(lens['p50'])}, p90 {_fmt(lens['p90'])}, "
+            f"max {_fmt(lens['max'])}; finish reasons: {reasons}."
+        )
     g = m["goodput"]
     if g["criteria"]:
         lines.append(

@@ -6,6 +6,10 @@ prompt text, max_tokens) from the scenario's seed; nothing here touches a clock 
 same requests one at a time (the runner holds only those in flight), and a scenario whose prompts could add up to more
 than `MAX_PLANNED_PROMPT_BYTES` is refused when it is read, naming the field.
 
+A scenario's prompts are either made up (`prompt_tokens`: that many random words or letters; with `ignore_eos` every answer
+runs to max_tokens) or a prompt mix (`prompts`: real questions sent in turn, whose answers end on their own, so
+`output_tokens` is a cap and the output lengths are the model's).
+
 Every number has a range: rates in [0.001, 1e6] req/s (a near-zero rate would put the next request centuries away and
 overflow the clock), gamma burstiness in [0.01, 100], lengths up to 1,000,000 units, durations up to a day.
 """
@@ -43,6 +47,7 @@ PERCENTILE_KEYS = ("p50", "p90", "p95", "p99")
 MAX_PLANNED_PROMPT_BYTES = 256 << 20  # all prompt text a scenario may send (measured + warm-up), worst case
 MAX_UNITS = 1_000_000  # prompt/output length of one request
 MIN_RATE, MAX_RATE = 0.001, 1e6  # req/s
+MAX_MIX_PROMPTS, MAX_MIX_PROMPT_CHARS = 1000, 10_000  # a prompt mix: how many prompts, how long each
 
 
 class _Strict(BaseModel):
@@ -173,8 +178,10 @@ class Scenario(_Strict):
     seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
     bounds: Bounds
     arrival: Arrival
-    prompt_tokens: Lengths
-    output_tokens: Lengths
+    prompt_tokens: Lengths | None = None  # made-up prompts of these lengths; or `prompts`, never both
+    # a prompt mix: request i sends prompts[i % len] as the user turn (or the completion prompt)
+    prompts: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=MAX_MIX_PROMPTS)
+    output_tokens: Lengths  # max_tokens of each request (with a prompt mix: the cap an answer may end before)
     prompt_unit: Literal["char", "word"] = "word"  # char: 1 ASCII letter per unit (1 token on byte-level tokenizers)
     shared_prefix: SharedPrefix | None = None
     ignore_eos: bool = False  # vLLM extension: generate exactly max_tokens
@@ -188,6 +195,20 @@ class Scenario(_Strict):
     source: str | None = Field(default=None, exclude=True)
     prompt_lengths_list: tuple[int, ...] | None = Field(default=None, exclude=True)
     output_lengths_list: tuple[int, ...] | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _one_prompt_source(self) -> Scenario:
+        if (self.prompt_tokens is None) == (self.prompts is None):
+            raise ValueError("exactly one of 'prompt_tokens' (made-up prompts) or 'prompts' (a prompt mix) is required")
+        if self.prompts is not None:
+            if self.shared_prefix is not None:
+                raise ValueError("'shared_prefix' applies to made-up prompts (prompt_tokens), not to a prompt mix")
+            for i, text in enumerate(self.prompts):
+                if not text.strip() or len(text) > MAX_MIX_PROMPT_CHARS:
+                    raise ValueError(
+                        f"prompts[{i}]: must be non-blank text of at most {MAX_MIX_PROMPT_CHARS} characters"
+                    )
+        return self
 
 
 def _read_lengths(scenario_path: Path, field: str, rel: str) -> tuple[int, ...]:
@@ -215,14 +236,14 @@ def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
     path = Path(path)
     if not isinstance(raw, dict):
         raise ManifestError(
-            path, "(top level)", "must be a mapping with name, bounds, arrival, prompt_tokens, output_tokens"
+            path, "(top level)", "must be a mapping with name, bounds, arrival, prompt_tokens or prompts, output_tokens"
         )
     for k in ("source", "prompt_lengths_list", "output_lengths_list"):
         if k in raw:
             raise ManifestError(path, k, "Extra inputs are not permitted")
     sc = validate_as(Scenario, raw, path)
     upd: dict = {"source": str(path)}
-    if sc.prompt_tokens.kind == "file":
+    if sc.prompt_tokens is not None and sc.prompt_tokens.kind == "file":
         upd["prompt_lengths_list"] = _read_lengths(path, "prompt_tokens", sc.prompt_tokens.path)
     if sc.output_tokens.kind == "file":
         upd["output_lengths_list"] = _read_lengths(path, "output_tokens", sc.output_tokens.path)
@@ -239,19 +260,23 @@ def parse_scenario(raw: object, path: str | Path = "<scenario>") -> Scenario:
 
 def _max_prompt_units(sc: Scenario) -> int:
     spec = sc.prompt_tokens
+    if spec is None:  # a prompt mix: its longest prompt, counted in bytes (one unit each)
+        return max(len(p.encode()) for p in sc.prompts or ("",))
     most = {"fixed": spec.value, "uniform": spec.max}.get(spec.kind) or max(sc.prompt_lengths_list or (0,))
     return max(most, sc.shared_prefix.tokens if sc.shared_prefix else 0)  # a prefixed prompt is at least the prefix
 
 
 def planned_prompt_bytes(sc: Scenario) -> int:
     """The most prompt text (bytes) the scenario can send, measured and warm-up requests together."""
-    per_unit = 1 if sc.prompt_unit == "char" else _MAX_WORD_BYTES
+    per_unit = 1 if sc.prompt_unit == "char" or sc.prompts is not None else _MAX_WORD_BYTES
     return (sc.bounds.max_requests + sc.warmup.requests) * _max_prompt_units(sc) * per_unit
 
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    return parse_scenario(read_yaml_mapping(p, "scenario", "name, bounds, arrival, prompt_tokens, output_tokens"), p)
+    return parse_scenario(
+        read_yaml_mapping(p, "scenario", "name, bounds, arrival, prompt_tokens or prompts, output_tokens"), p
+    )
 
 
 # ---------------------------------------------------------------- planning (pure, seeded)
@@ -332,8 +357,14 @@ def iter_plan(sc: Scenario, n: int | None = None) -> Iterator[PlannedRequest]:
     n = sc.bounds.max_requests if n is None else n
     rng = random.Random(sc.seed)
     offsets = arrival_offsets(sc.arrival, n, random.Random(sc.seed + 1))
-    plens = _lengths(sc.prompt_tokens, sc.prompt_lengths_list, n, random.Random(sc.seed + 2))
     olens = _lengths(sc.output_tokens, sc.output_lengths_list, n, random.Random(sc.seed + 3))
+    if sc.prompts is not None:  # a prompt mix, in turn; prompt_units is then the prompt's length in characters
+        for i in range(n):
+            text = sc.prompts[i % len(sc.prompts)]
+            yield PlannedRequest(i, offsets[i], text, len(text), olens[i], False)
+        return
+    assert sc.prompt_tokens is not None  # the validator's rule: one of the two
+    plens = _lengths(sc.prompt_tokens, sc.prompt_lengths_list, n, random.Random(sc.seed + 2))
     prefix, pre_n = "", 0
     if sc.shared_prefix:
         pre_n = sc.shared_prefix.tokens

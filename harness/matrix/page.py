@@ -30,10 +30,12 @@ _VERDICTS = {
     "pass": ("pass", "\u2713", "pass"),
     "quirk": ("quirk", "~", "quirk (a known difference, as expected)"),
     "quirk-absent": ("qabs", "\u25cb", "quirk expected but not seen"),
+    "expected-intermittent": ("interm", "\u2248", "a known intermittent outcome (a race, with its measured rate)"),
     "fail": ("fail", "\u2717", "fail"),
     "error": ("fail", "!", "error"),
     "absent": ("absent", "\u2205", "absent: the release does not serve that endpoint"),
     "skip": ("skip", "s", "skip"),
+    "inconclusive": ("inconc", "\u2026", "inconclusive: the model did not do what the case needs (not judged)"),
     "info": ("info", "i", "info"),
 }
 _PRESENT = ("present", "\u2022", "present")
@@ -82,7 +84,7 @@ code,.id,pre{font-family:ui-monospace,monospace}
 .grid details[open]{white-space:normal}
 .grid details div{font-family:system-ui,sans-serif;color:#57606a;padding:2px 0 4px}
 .pass{color:#1a7f37}.fail{color:#cf222e;background:#ffebe9}.quirk{color:#9a6700;background:#fff8c5}
-.qabs{color:#9a6700}.absent{color:#8250df;background:#fbefff}.skip,.none{color:#8c959f}.info{color:#0969da}
+.qabs,.interm{color:#9a6700}.absent{color:#8250df;background:#fbefff}.skip,.none,.inconc{color:#8c959f}.info{color:#0969da}
 .unk{color:#c4c9cf}.present{color:#57606a}.other{color:#57606a}
 td.chg,b.chg{box-shadow:inset 0 0 0 2px #0969da;font-weight:700}
 #show-all{margin-left:0}

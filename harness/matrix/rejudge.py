@@ -60,7 +60,7 @@ def rejudge_cases(
             tags = tuple(c.get("behaviours") or ())
             again = resolve(heads[cid], Check(OUTCOME[verdict], behaviours=tags), new).verdict
         else:
-            again = verdict  # skip, absent, error, info: not a checked outcome, and no entry turns it into another
+            again = verdict  # skip, absent, error, info, inconclusive: not a checked outcome, no entry turns it
         if again != verdict:
             out[cid] = {**c, "verdict": again}
             changed.append(cid)

@@ -2,8 +2,8 @@
 tool-call and reasoning parsers it offers, for what only that model answers.
 
 The reference model never emits a tool call or a think block, so the tools.auto.*, reasoning.* and
-structured.client.* cases (and the Responses/Messages cases that `need` the scripted model) skip in a cell's first
-launch. The spec's `scripted` block names the model (by hash) and, per parser flag, the values to try in order; a
+structured.client.* cases judge only the contract in a cell's first launch (mostly `inconclusive`: the model did not
+call, did not reason), and the Responses/Messages cases that `need` the scripted model skip there. The spec's `scripted` block names the model (by hash) and, per parser flag, the values to try in order; a
 release gets the first value its own argument surface offers (`scripted_args`, pure over the captured surface), a
 switch when the release has it, and nothing for a flag it lacks (said in the cell). The stage's verdicts replace the
 first launch's skips for those cases (`merge_cases`), its agentic golden recording's response keys become wire keys
@@ -89,7 +89,8 @@ def scripted_case_ids() -> list[str]:
 
 def merge_cases(conformance: dict[str, Any], scripted_cases: dict[str, Any]) -> dict[str, Any]:
     """The first launch's conformance observable with the scripted stage's verdicts in place of its own for those
-    cases (a skip there: no tool call without the scripted model), and the counts over the merged cases."""
+    cases (inconclusive or skip there: no tool call without the scripted model), and the counts over the merged
+    cases."""
     cases = dict(conformance.get("cases") or {})
     for cid, c in scripted_cases.items():
         cases[cid] = {"verdict": c.get("verdict"), "behaviours": sorted(c.get("behaviours") or [])}

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["EMBEDDED_MODELS", "FORMATS", "build_embedded"]
+__all__ = ["EMBEDDED_MODELS", "FORMATS", "TRAINED_MODELS", "build_embedded"]
 
 EMBEDDED_MODELS = ("reference-tiny", "scripted-tiny", "smollm2-135m")
+# the trained ones: their greedy answers end on their own (the end token), where the tiny models' random or scripted
+# weights run every answer to max_tokens
+TRAINED_MODELS = ("smollm2-135m",)
 FORMATS = ("safetensors", "gguf")
 
 

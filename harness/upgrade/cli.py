@@ -20,7 +20,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     u.add_argument("old_manifest")
     u.add_argument("new_manifest")
     u.add_argument("--out", type=Path, required=True, help="report directory (upgrade.json, upgrade.md, recordings)")
-    u.add_argument("--prompts", action="append", metavar="SET", help="prompt sets (default: every set)")
+    u.add_argument(
+        "--prompts",
+        action="append",
+        metavar="SET",
+        help="prompt sets (default: the sets written for OLD's model, else every set that names no model)",
+    )
     u.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
     u.add_argument("--margin", type=float, default=DEFAULT_MARGIN)
     u.add_argument("--no-conformance", action="store_true", help="skip the conformance suite (golden + metrics only)")

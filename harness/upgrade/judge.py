@@ -33,6 +33,7 @@ __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
 
 # Conformance deviations that an upgrade makes by definition (the old expectations name the old version).
 EXPECTED_BEHAVIOURS = {"version-mismatch"}
+INCONCLUSIVE = "inconclusive"  # harness.conformance.model.Verdict.INCONCLUSIVE: the case was not judged on that side
 
 
 def _reason(level: str, text: str) -> Reason:
@@ -329,9 +330,12 @@ def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:
         r
         for r in conf["cases"]
         if r["old"] in good and r["new"] in ("fail", "error") and r not in expected and r.get("level") != "INFO"
-    ]
+    ]  # an old inconclusive is not good: the case was not judged there (said below, as review)
     weak = [r for r in broke if r.get("level") != "MUST"]
     broke = [r for r in broke if r not in weak]
+    # inconclusive on one side: the model did not do what the case needs there, so nothing is compared (never a
+    # regression, never a fix): a review line of its own
+    unjudged = [r for r in conf["cases"] if r["old"] != r["new"] and INCONCLUSIVE in (r["old"], r["new"])]
     changed = [
         r
         for r in conf["cases"]
@@ -339,9 +343,18 @@ def _verdict_changes(conf: dict[str, Any]) -> list[Reason]:
         and r not in broke
         and r not in expected
         and r not in fixed
+        and r not in unjudged
         and "absent" not in (r["old"], r["new"])  # said by _served
         and MISSING not in (r["old"], r["new"])  # said by _one_side
     ]
+    if unjudged:
+        out.append(
+            _reason(
+                "review",
+                "conformance: judged on one side only (inconclusive on the other: the model did not do what the case "
+                "needs): " + ", ".join(f"{r['id']} {r['old']}->{r['new']}" for r in unjudged),
+            )
+        )
     if broke:
         out.append(
             _reason(

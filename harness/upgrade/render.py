@@ -189,6 +189,13 @@ def _conformance(c: dict[str, Any]) -> list[str]:
         + " (every case is in upgrade.json).",
         "",
     ]
+    if any("inconclusive" in (r["old"], r["new"]) for r in diff):
+        head += [
+            "`inconclusive`: the model did not do what the case needs on that side (it answered in text where a tool "
+            "call was wanted; no reasoning came back): not judged there, so a change to or from it is for review, "
+            "never a regression.",
+            "",
+        ]
     if any(r["new"] == "quirk-absent" for r in diff):
         head += [
             "`quirk-absent`: a quirk the old expectations declare did not happen; the engine behaved like the "

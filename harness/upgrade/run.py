@@ -61,7 +61,7 @@ def run_upgrade(
     old_m, new_m = (m if isinstance(m, Manifest) else load_manifest(m) for m in (old, new))
     if old_m.name == new_m.name:
         raise RefusedError(f"both manifests are named {old_m.name!r}; an upgrade compares two different manifests")
-    sets = resolve_prompt_sets(prompts)
+    sets = resolve_prompt_sets(prompts, model=old_m.model.source)  # default: the sets written for the old side's model
     out = Path(out)
     if (out / "upgrade.json").exists() and not force:
         raise RefusedError(f"{out}: an upgrade report is already there; pass --force to replace it")

@@ -136,7 +136,12 @@ def test_a_case_that_needs_a_scripted_model_runs_only_for_one():
     from harness.conformance.suite import all_cases
 
     gated = {c.id for c in all_cases() if c.needs}
-    assert gated == {"responses.tools.function-call", "messages.tools.tool-use"}
+    # issue 33's families (the clients, their bodies, stream-equals-message, the surface depth) are scripted-only too
+    issue33 = ("harness.conformance.cases.clients", "harness.conformance.cases.clientrequests",
+               "harness.conformance.cases.streamequal", "harness.conformance.cases.surfacedepth")  # fmt: skip
+    rest = {c.id for c in all_cases() if c.needs and not c.run.__module__.startswith(issue33)}
+    assert rest == {"responses.tools.function-call", "messages.tools.tool-use"}
+    assert len(gated - rest) >= 43
     assert not gated & {c.id for c in select(all_cases(), None, frozenset())}
     assert gated <= {c.id for c in select(all_cases(), None, frozenset({SCRIPTED_MODEL}))}
     assert gated <= {c.id for c in select(all_cases(), None)}  # listing (no server) shows them

@@ -494,7 +494,8 @@ BAD_EXPECTATIONS = {
     "cancellation-a-string": ("cancellation: many\n", "cancellation"),
     "quirk-a-number": ("cases:\n  chat.stream.role-once: {quirk: 5, reason: r}\n", "cases.chat.stream.role-once.quirk"),
     "quirk-without-reason": ("cases:\n  chat.stream.role-once: {quirk: x}\n", "reason"),
-    "conditional-a-string": ("cases:\n  a.b: {quirk: x, reason: r, conditional: 'yes'}\n", "conditional"),
+    "conditional-gone": ("cases:\n  a.b: {quirk: x, reason: r, conditional: true}\n", "conditional"),
+    "intermittent-a-string": ("cases:\n  a.b: {quirk: x, reason: r, intermittent: pass}\n", "intermittent"),
     "case-a-list": ("cases:\n  a.b: [quirk]\n", "cases.a.b"),
     "unknown-case-key": ("cases:\n  a.b: {skip: later, reasn: typo}\n", "reasn"),
     "settle-nan": ("cancellation: {settle_s: .nan}\n", "settle_s"),
@@ -567,7 +568,10 @@ def test_committed_expectation_files_still_load():
                         "quirk",
                         "reason",
                         "skip",
-                        "conditional",
+                        "intermittent",
+                        "outcome",
+                        "rate",
+                        "evidence",
                         "required",
                         "idle",
                         "labels",
@@ -595,7 +599,7 @@ def test_fuzz_expectations_load_or_refuse(raw):
         except HarnessError:
             return
         for cid in exp.cases:  # what the runner reads from a loaded file never raises
-            exp.quirks(cid), exp.skip_reason(cid)
+            exp.quirks(cid), exp.skip_reason(cid), exp.intermittent(cid)
 
 
 # -- 26, 27, 23, 24: update-expectations over malformed results and bad output paths -----------------------------

@@ -1,6 +1,6 @@
 """The conformance suite against the real llama-server (with an API key, so the auth cases run), judged under its
 expectation file manifests/expectations/llamacpp-0c1e570.yaml: no fail, no error, and every quirk it declares
-happens exactly as declared unless it is declared conditional."""
+happens exactly as declared, or as one of the entry's known intermittent outcomes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from harness.conformance.cases.stop import NEVER_ENDS
 from harness.conformance.expectations import load_expectations
 from harness.conformance.report import write_outputs
 from harness.conformance.runner import new_ctx, run_suite
@@ -51,7 +52,7 @@ def test_the_auth_cases_ran(suite):
     assert metrics.behaviours == ["status-401"] and metrics.actual == 401
 
 
-def test_every_declared_quirk_happens_or_is_conditional(suite):
+def test_every_declared_quirk_happens_or_is_known_intermittent(suite):
     rep, exp = suite
     by_id = {r.id: r for r in rep.results}
     from harness.conformance.suite import all_cases
@@ -59,7 +60,7 @@ def test_every_declared_quirk_happens_or_is_conditional(suite):
     gated = {c.id for c in all_cases() if c.needs}  # not selected here: the scripted manifest's run declares them
     assert set(exp.cases) - gated <= set(by_id), set(exp.cases) - set(by_id)  # no quirk for a case that does not exist
     absent, wrong = [], []
-    for case_id, spec in exp.cases.items():
+    for case_id in exp.cases:
         if case_id in gated:
             continue
         r, declared = by_id[case_id], set(exp.quirks(case_id))
@@ -67,10 +68,11 @@ def test_every_declared_quirk_happens_or_is_conditional(suite):
             continue
         if r.verdict == "skip" and "scripted model" in r.note:  # a quirk of the scripted manifest's run
             continue
-        if spec.get("conditional"):
-            if r.verdict not in ("pass", "quirk") or not set(r.behaviours) <= declared:
-                wrong.append((case_id, r.verdict, r.behaviours))
-        elif r.verdict != "quirk":
+        if r.verdict == "skip" and r.note == NEVER_ENDS:  # a quirk of the trained model's run (the stop.* cases)
+            continue
+        if r.verdict == "expected-intermittent":  # one of the entry's known intermittent outcomes: as declared
+            continue
+        if r.verdict != "quirk":
             absent.append((case_id, r.verdict, r.behaviours))
         elif set(r.behaviours) != declared:
             wrong.append((case_id, r.verdict, r.behaviours))

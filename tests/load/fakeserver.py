@@ -1,7 +1,9 @@
 """A tiny vLLM-shaped SSE server for runner tests (127.0.0.1 only), run in a background thread.
 
 mode "ok": role chunk, `max_tokens` content chunks (`delay` s apart), finish, usage chunk, [DONE].
-After `fail_after` requests every request gets HTTP 500 (a server that starts failing). /metrics serves counters:
+With `answer_len(body) -> int`, a request whose answer is shorter than max_tokens ends on its own, as vLLM ends an answer
+at the model's end token: that many content chunks, then a chunk with empty content and finish_reason "stop" (the end
+token's step: usage counts it). After `fail_after` requests every request gets HTTP 500 (a server that starts failing). /metrics serves counters:
 a vLLM generation counter, or with `metrics="llamacpp"` what llama-server's `--metrics` exports (`llamacpp_metrics`).
 """
 
@@ -41,8 +43,9 @@ def llamacpp_metrics(prompt=0, cached=0, predicted=0, processing=0, deferred=0, 
 
 
 class FakeServer:
-    def __init__(self, delay=0.0, fail_after=None, hang=False, metrics="vllm"):
+    def __init__(self, delay=0.0, fail_after=None, hang=False, metrics="vllm", answer_len=None):
         self.delay, self.fail_after, self.hang, self.metrics = delay, fail_after, hang, metrics
+        self.answer_len = answer_len
         self.requests = 0
         self.generated = 0
         self.prompt_evaluated = self.prompt_cached = 0  # llama.cpp counts reused prompt tokens apart
@@ -118,6 +121,8 @@ class FakeServer:
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
                 )
                 k = int(body.get("max_tokens", 4))
+                ends = self.answer_len(body) if self.answer_len else k  # content tokens before the end token
+                steps = min(k, ends + 1) if ends < k else k  # the end token's step is a step too
                 self.inflight += 1
                 # 3 prompt tokens per request; after the first, 2 of them are reused from the cache
                 reused = 2 if self.requests > 1 else 0
@@ -139,14 +144,15 @@ class FakeServer:
                         }
                     )
                 )
-                for i in range(k):
+                for i in range(steps):
                     if self.delay:
                         await asyncio.sleep(self.delay)
                     if self.hang:
                         await asyncio.sleep(3600)
-                    fin = "length" if i == k - 1 else None
+                    fin = ("stop" if ends < k else "length") if i == steps - 1 else None
+                    text = "" if i >= ends else "t"  # the end token adds no text
                     writer.write(
-                        ev({**base, "choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": fin}]})
+                        ev({**base, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": fin}]})
                     )
                     self.generated += 1
                     await writer.drain()
@@ -155,7 +161,7 @@ class FakeServer:
                         {
                             **base,
                             "choices": [],
-                            "usage": {"prompt_tokens": 3, "completion_tokens": k, "total_tokens": 3 + k},
+                            "usage": {"prompt_tokens": 3, "completion_tokens": steps, "total_tokens": 3 + steps},
                         }
                     )
                 )

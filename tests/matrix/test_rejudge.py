@@ -51,7 +51,7 @@ def _cell(out: Path, v: str) -> dict:
     return json.loads((out / "cells" / f"{v}.json").read_text())
 
 
-def test_a_quirk_declared_since_turns_the_recorded_fail_into_a_quirk_and_the_cells_are_current(tmp_path, capsys):
+def test_an_entry_declared_since_turns_the_recorded_fail_into_its_verdict_and_the_cells_are_current(tmp_path, capsys):
     old = _old_file(tmp_path)
     spec_path, out = _matrix(tmp_path, old)
     assert main(["matrix", str(spec_path), "--out", str(out), "--plan"]) == 0
@@ -62,15 +62,17 @@ def test_a_quirk_declared_since_turns_the_recorded_fail_into_a_quirk_and_the_cel
     assert "[0.11.0] re-judged: 1 verdict(s) changed (reasoning.stream)" in said.err
     c = _cell(out, "0.11.0")
     conf = c["observables"]["conformance"]
-    assert conf["cases"]["reasoning.stream"] == {"verdict": "quirk", "behaviours": ["think-markers-in-reasoning"]}
+    # reasoning.stream's coalesced-delta outcome is declared a known intermittent one (issue 34)
+    want = {"verdict": "expected-intermittent", "behaviours": ["think-markers-in-reasoning"]}
+    assert conf["cases"]["reasoning.stream"] == want
     assert conf["cases"]["tools.auto.id"]["verdict"] == "quirk"  # an entry the change did not touch: as it was
-    assert conf["counts"] == {"fail": 0, "pass": 1, "quirk": 2}
+    assert conf["counts"] == {"fail": 0, "pass": 1, "quirk": 1, "expected-intermittent": 1}
     assert c["rejudged"]["entries"] == ["reasoning.stream"] and c["rejudged"]["changed"] == ["reasoning.stream"]
     assert main(["matrix", str(spec_path), "--out", str(out), "--plan"]) == 0
     assert "0 would run, 2 would be reused" in capsys.readouterr().out  # the current key: a run reuses them
     doc = json.loads((out / "matrix.json").read_text())
     row = next(r for r in doc["rows"] if r["kind"] == "case" and r["id"] == "reasoning.stream")
-    assert row["values"]["0.11.0"].startswith("quirk")
+    assert row["values"]["0.11.0"].startswith("expected-intermittent")
 
 
 def test_a_cell_not_judged_under_the_old_file_is_left_as_it_was(tmp_path, capsys):
@@ -135,6 +137,9 @@ def test_a_drift_cell_is_rejudged_with_the_release_cells(tmp_path, capsys):
     write_cells(out, cells)
     assert main(["matrix", str(spec_path), "--out", str(out), "--rejudge", str(old)]) == 0
     assert "[0.11.0+drift] re-judged: 1 verdict(s) changed (reasoning.stream)" in capsys.readouterr().err
-    assert _cell(out, "0.11.0+drift")["observables"]["conformance"]["cases"]["reasoning.stream"]["verdict"] == "quirk"
+    assert (
+        _cell(out, "0.11.0+drift")["observables"]["conformance"]["cases"]["reasoning.stream"]["verdict"]
+        == "expected-intermittent"
+    )
     assert main(["matrix", str(spec_path), "--out", str(out), "--plan"]) == 0
     assert "0 would run, 2 would be reused" in capsys.readouterr().out

@@ -58,6 +58,26 @@ def _tokens(n: int, start: int = 0) -> list[str]:
     return [TOKENS[(start + i) % len(TOKENS)] for i in range(n)]
 
 
+def _forced_call(body: dict) -> dict | None:
+    """A non-streamed answer to tool_choice required or a named tool: TGI's grammar makes the call (the first tool,
+    or the named one), each required parameter filled by its type; its message shape (shared/reference/tgi-3.3.5.md):
+    {id "0", type, function {description null, name, arguments a JSON string}}. None when no call is forced."""
+    choice, tools = body.get("tool_choice"), [t.get("function") or {} for t in body.get("tools") or []]
+    if not tools or not (choice == "required" or isinstance(choice, dict)):
+        return None
+    name = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else tools[0].get("name")
+    params = next((t.get("parameters") or {} for t in tools if t.get("name") == name), {})
+    props = params.get("properties") or {}
+    fill = {"string": "x", "integer": 1, "number": 1, "boolean": True}
+    args = {k: (props.get(k) or {}).get("enum", [fill.get((props.get(k) or {}).get("type"), "x")])[0]
+            for k in params.get("required") or []}  # fmt: skip
+    return {
+        "id": "0",
+        "type": "function",
+        "function": {"description": None, "name": name, "arguments": json.dumps(args)},
+    }
+
+
 def _start(body: dict) -> int:
     """Where the token cycle starts: 0 (greedy) unless the request samples (temperature > 0, top_p not narrowed to the
     top token), then a place the seed picks (TGI: a random seed unless `seed` is set)."""
@@ -252,6 +272,8 @@ class Handler(BaseHTTPRequestHandler):
         tool = body.get("tools") and body.get("tool_choice") not in (None, "none")
         if not stream:
             msg = {"role": "assistant", "content": "".join(toks)}
+            if (forced := _forced_call(body)) is not None:  # TGI's grammar forces the call: no content key, stop
+                msg, fr = {"role": "assistant", "tool_calls": [forced]}, "stop"
             self._done_ok(len(toks))
             return self._json(
                 200,

@@ -3,8 +3,10 @@
 `structured.*` checks one small schema through every way an engine is asked; these send what a new user's code
 sends: the OpenAI SDK's `parse()` of a pydantic model (the SDK turns it into a strict json_schema with
 `additionalProperties: false` and every field required), and a schema with an enum, a nested object and an array.
-They run on the scripted model only: outside its scripts its weights write short values and close every string, so a
-constrained answer ends well inside max_tokens and a failure is the server's, not a runaway random model's.
+On the scripted model (outside its scripts its weights write short values and close every string) a constrained
+answer ends well inside max_tokens, so any failure is the server's. Another model may run long: an answer cut at
+max_tokens before its document closed is `inconclusive` there (the model's, not the server's); a refusal, a complete
+document that breaks the schema, or an SDK that cannot parse a complete answer is judged as on the scripted model.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 import jsonschema
 
 from harness.client.sse import decode_json
-from harness.conformance.cases.tools import message_of, needs_scripted
-from harness.conformance.model import Check, failed, finish_reason_tag, passed, skipped
+from harness.conformance.cases.tools import message_of
+from harness.conformance.model import Check, failed, finish_reason_tag, inconclusive, passed, skipped
 from harness.conformance.registry import case
 
 __all__ = ["NESTED_SCHEMA", "judge_document"]
@@ -55,19 +57,20 @@ def judge_document(text: Any, finish: Any, schema: dict[str, Any]) -> Check:
 
 @case("structured.client.nested", "response_format json_schema (strict) with an enum, a nested object and an array")
 async def nested(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     rf = {"type": "json_schema", "json_schema": {"name": "item", "strict": True, "schema": NESTED_SCHEMA}}
     t = await ctx.post(CHAT, ctx.chat(messages=ASK, max_tokens=MAX_TOKENS, response_format=rf,
                                       chat_template_kwargs={"enable_thinking": False}), sse=False)  # fmt: skip
     msg, finish, problem = message_of(t)
-    return problem or judge_document((msg or {}).get("content"), finish, NESTED_SCHEMA)
+    if problem is not None:
+        return problem
+    chk = judge_document((msg or {}).get("content"), finish, NESTED_SCHEMA)
+    if not ctx.scripted and chk.behaviour == "truncated":  # another model ran past max_tokens: its, not the server's
+        return inconclusive("truncated", chk.actual, note=f"cut at max_tokens {MAX_TOKENS} before the document closed")
+    return chk
 
 
 @case("structured.client.sdk-parse", "the OpenAI SDK's parse() of a pydantic model (name: str, count: int)")
 async def sdk_parse(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     try:
         import openai
         from pydantic import BaseModel
@@ -91,6 +94,11 @@ async def sdk_parse(ctx) -> Check:
         )
     except openai.APIStatusError as exc:  # the server's refusal: its status and what it said
         return failed(f"status-{exc.status_code}", 200, exc.status_code, note=str(exc.message)[:300])
+    except openai.LengthFinishReasonError as exc:  # the SDK refuses to parse an answer cut at max_tokens
+        if ctx.scripted:
+            return failed("sdk-error", "a parsed Item", f"{type(exc).__name__}: {exc}"[:400])
+        content = exc.completion.choices[0].message.content if exc.completion.choices else None
+        return inconclusive("truncated", content, note=f"cut at max_tokens {MAX_TOKENS}: the SDK parses no cut answer")
     except Exception as exc:  # noqa: BLE001 - the SDK's own parsing of what the server sent: a verdict
         return failed("sdk-error", "a parsed Item", f"{type(exc).__name__}: {exc}"[:400])
     finally:

@@ -420,7 +420,7 @@ def judge_max_output(trace: Trace) -> Check:
     return dev.check(passed(f"output_tokens {out}"))
 
 
-@case("responses.instructions", "instructions reach the model (more input tokens) and are echoed on the resource")
+@case("responses.instructions", "instructions reach the model (other input tokens) and are echoed on the resource")
 async def instructions(ctx) -> Check:
     plain, problem = _answer(await ctx.probe("responses.create"))
     if problem:
@@ -440,8 +440,9 @@ def judge_instructions(plain: Any, trace: Trace) -> Check:
         return problem
     dev = Deviations()
     (a, _), (b, _) = _usage(plain), _usage(doc)
-    if a is not None and b is not None and b <= a:
-        dev.add("ignored-field", f"input_tokens > {a} (instructions)", b, note="instructions had no effect")
+    # not "more": a template with a default system prompt (SmolLM2's ChatML) replaces it by the instructions
+    if a is not None and b is not None and b == a:
+        dev.add("ignored-field", f"input_tokens != {a} (instructions)", b, note="instructions had no effect")
     if doc.get("instructions") != text:
         dev.add("instructions-not-echoed", text, doc.get("instructions"))
     return dev.check()

@@ -11,7 +11,8 @@
 The tiny reference model emits garbage text, so only a constraint the server really applies makes the output valid.
 Each case validates the output against the constraint (`jsonschema` for JSON): a 200 whose output does not satisfy it
 is `constraint-ignored` and the note names the field; a document cut off at max_tokens (finish_reason length, the part
-sent still a prefix of a valid output) is `truncated`, not ignored. A refusal is its status (`status-400`, ...), named
+sent still a prefix of a valid output) is `truncated`, not ignored: inconclusive, for the server kept the constraint
+and the model did not finish. A refusal is its status (`status-400`, ...), named
 by field too. A kind the expectation file declares no probe for is skipped: the engine has no such field.
 """
 
@@ -35,6 +36,7 @@ from harness.conformance.model import (
     errored,
     failed,
     finish_reason_tag,
+    inconclusive,
     passed,
     skipped,
     status_problem,
@@ -250,8 +252,10 @@ def judge_constrained(t: Trace, c: Constraint, field: str) -> Check:
             return passed(f"{field}: {text!r}", field=field)
         return failed(finish_reason_tag(finish), "stop", finish, note=f"{field}: valid output {text!r}", field=field)
     if finish == "length" and c.prefix(text):
-        return failed("truncated", c.describe, text[:200], field=field,
-                      note=f"{field}: cut off at max_tokens; what was sent keeps to the constraint")  # fmt: skip
+        # the server kept the constraint as far as the model went; the model did not close the document within
+        # max_tokens (SmolLM2 nests {"smol": {"smol": ... until the bound, on every engine): not the server's verdict
+        return inconclusive("truncated", text[:200], field=field,
+                            note=f"{field}: cut off at max_tokens; what was sent keeps to the constraint")  # fmt: skip
     return failed("constraint-ignored", c.describe, text[:200], field=field,
                   note=f"{field}: HTTP 200 but the output {why} (finish_reason {finish})")  # fmt: skip
 
@@ -266,6 +270,9 @@ def judge_ways(results: list[tuple[str, Check]]) -> Check:
         notes.append(chk.note if chk.note.startswith(field) else f"{field}: {chk.note}")
     fields = {field: (chk.behaviour or chk.status.value) for field, chk in results}
     out = dev.check(passed("; ".join(notes)))
+    undecided = [c for _, c in results if c.status is Verdict.INCONCLUSIVE]
+    if out.status is Verdict.PASS and undecided:  # no way failed, one was not judged: neither is the whole
+        out = inconclusive(undecided[0].behaviour, undecided[0].actual, note="; ".join(notes))
     if out.status is Verdict.FAIL:
         out.note = "; ".join(n for (_, c), n in zip(results, notes) if c.status is Verdict.FAIL)
     out.extra["fields"] = fields

@@ -4,7 +4,10 @@ The scripted model (harness.models.scripted) answers a request offering `get_wea
 offering `get_weather` and `get_time` with two, and a conversation ending in a `tool` message with a sentence; the
 engine's parser (vLLM `--enable-auto-tool-choice --tool-call-parser hermes`, llama.cpp `--jinja`) turns the markup
 into `tool_calls`. So every check here compares what a client gets with what the model said, and a deviation is the
-parser's or the server's. On any other model these cases skip: their expectations are the scripts.
+parser's or the server's. On any other model (`ctx.scripted` false) the same cases judge the contract that holds for
+any model (harness.conformance.cases.toolcontract): a call's arguments parse and validate against the tool's schema,
+the delta contract, no markup in content, none / required / named / parallel_tool_calls false enforced, a cut answer a
+200 with finish_reason length; where the model did not do what a case needs (it answered in text), `inconclusive`.
 
 The judges are pure functions over a response document or a StreamView (tests feed them broken streams):
 
@@ -25,13 +28,25 @@ from typing import Any
 
 from harness.client import Trace
 from harness.client.sse import decode_json
+from harness.conformance.cases import toolcontract
+from harness.conformance.cases.callparts import (
+    call_fragments,
+    call_function,
+    call_list,
+    has_markup,
+    parse_arguments,
+    streamed_calls,
+    streamed_content,
+)
 from harness.conformance.context import probe
 from harness.conformance.model import (
     Check,
     Deviations,
     Level,
+    Verdict,
     failed,
     finish_reason_tag,
+    inconclusive,
     info,
     passed,
     skipped,
@@ -39,7 +54,7 @@ from harness.conformance.model import (
 )
 from harness.conformance.registry import case
 from harness.conformance.view import StreamView, choices, from_trace
-from harness.models.scripted import ANSWERS, MARKERS, TOOL_CALLS
+from harness.models.scripted import ANSWERS, TOOL_CALLS
 
 __all__ = [
     "WEATHER_TOOL",
@@ -57,7 +72,6 @@ __all__ = [
     "judge_result_answer",
     "streamed_calls",
     "message_of",
-    "needs_scripted",
 ]
 
 CHAT = "/v1/chat/completions"
@@ -87,12 +101,6 @@ CUT_TOKENS = 8  # far short of any tool call: the answer is cut inside its JSON
 OPENAI_ID_LIMIT = 40  # OpenAI's API refuses a replayed tool_call_id longer than this (vllm#22966)
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 Calls = list[tuple[str, dict[str, Any]]]
-
-
-def needs_scripted(ctx) -> Check | None:
-    if not getattr(ctx, "scripted", False):
-        return skipped("needs the scripted model (model.source scripted-tiny, or --scripted for a URL)")
-    return None
 
 
 def _body(ctx, tools: list[dict], **kw: Any) -> dict:
@@ -146,55 +154,29 @@ def message_of(t: Trace) -> tuple[dict | None, Any, Check | None]:
     return ch[0]["message"], ch[0].get("finish_reason"), None
 
 
-def _fn(call: Any) -> dict[str, Any]:
-    """A tool call's (or fragment's) `function` object, {} when it has none."""
-    fn = call.get("function") if isinstance(call, dict) else None
-    return fn if isinstance(fn, dict) else {}
-
-
-def _markup(text: Any) -> bool:
-    return isinstance(text, str) and any(m in text for m in MARKERS)
-
-
-def _call_list(message: dict) -> list[Any]:
-    """A message's tool_calls as sent: every entry, objects or not ([] when it has none or they are not a list)."""
-    tcs = message.get("tool_calls")
-    return tcs if isinstance(tcs, list) else []
-
-
-def _arguments(raw: Any) -> tuple[Any, str | None]:
-    """The parsed arguments, or why they are not a JSON object string."""
-    if not isinstance(raw, str):
-        return None, "arguments-not-string"
-    val, err = decode_json(raw)  # bounded in depth: the value may become a check's `actual`
-    if err is not None:
-        return None, "arguments-not-json"
-    return val, None if isinstance(val, dict) else "arguments-not-object"
-
-
 def judge_message(message: dict, finish_reason: Any, calls: Calls) -> Check:
     """The non-streamed message carries exactly `calls` as tool_calls (id, type function, name, arguments a JSON
     string equal to the script's), content null or empty, finish_reason tool_calls."""
     dev = Deviations()
-    tcs = [tc for tc in _call_list(message) if isinstance(tc, dict)]
+    tcs = [tc for tc in call_list(message) if isinstance(tc, dict)]
     content = message.get("content")
     if not tcs:
-        tag = "tool-markup-in-content" if _markup(content) else "no-tool-calls"
+        tag = "tool-markup-in-content" if has_markup(content) else "no-tool-calls"
         return failed(tag, f"{len(calls)} tool call(s)", {"content": content, "tool_calls": message.get("tool_calls")})
-    junk = [tc for tc in _call_list(message) if not isinstance(tc, dict)]
+    junk = [tc for tc in call_list(message) if not isinstance(tc, dict)]
     if junk:  # a client reading tool_calls would trip over it
         dev.add("call-not-object", "each tool call an object", junk[0])
     if len(tcs) != len(calls):
         dev.add("wrong-call-count", len(calls), len(tcs))
     for i, (tc, (name, args)) in enumerate(zip(tcs, calls)):
-        fn = _fn(tc)
+        fn = call_function(tc)
         if not isinstance(tc.get("id"), str) or not tc.get("id"):
             dev.add("missing-id", "a non-empty id", tc.get("id"), i)
         if tc.get("type") != "function":
             dev.add("missing-type", "type function", tc.get("type"), i)
         if fn.get("name") != name:
             dev.add("wrong-name", name, fn.get("name"), i)
-        val, problem = _arguments(fn.get("arguments"))
+        val, problem = parse_arguments(fn.get("arguments"))
         if problem:
             dev.add(problem, "a JSON object as a string", fn.get("arguments"), i)
         elif val != args:
@@ -204,41 +186,11 @@ def judge_message(message: dict, finish_reason: Any, calls: Calls) -> Check:
         dev.add("duplicate-ids", "one id per call", ids)
     if content not in (None, ""):
         blank = isinstance(content, str) and not content.strip()
-        tag = "markup-in-content" if _markup(content) else "whitespace-content" if blank else "content-not-empty"
+        tag = "markup-in-content" if has_markup(content) else "whitespace-content" if blank else "content-not-empty"
         dev.add(tag, "content null or ''", content)
     if finish_reason != "tool_calls":
         dev.add(finish_reason_tag(finish_reason), "finish_reason tool_calls", finish_reason)
     return dev.check(passed(", ".join(f"{n}({json.dumps(a)})" for n, a in calls)))
-
-
-def _fragments(view: StreamView) -> list[tuple[int, Any]]:
-    """(chunk n, entry) of every delta's tool_calls list, in wire order, objects or not."""
-    out = []
-    for n, obj in view.objects():
-        for c in choices(obj):
-            delta: dict[str, Any] = c["delta"] if isinstance(c.get("delta"), dict) else {}
-            out += [(n, tc) for tc in _call_list(delta)]
-    return out
-
-
-def streamed_calls(view: StreamView) -> dict[int, list[tuple[int, dict]]]:
-    """tool-call index -> [(chunk n, fragment)] in wire order."""
-    out: dict[int, list[tuple[int, dict]]] = {}
-    for n, tc in _fragments(view):
-        if isinstance(tc, dict):
-            idx = tc["index"] if isinstance(tc.get("index"), int) else -1
-            out.setdefault(idx, []).append((n, tc))
-    return out
-
-
-def _streamed_content(view: StreamView) -> str:
-    parts = []
-    for _, obj in view.objects():
-        for c in choices(obj):
-            delta: dict[str, Any] = c["delta"] if isinstance(c.get("delta"), dict) else {}
-            if isinstance(delta.get("content"), str):
-                parts.append(delta["content"])
-    return "".join(parts)
 
 
 def judge_stream(view: StreamView, calls: Calls) -> Check:
@@ -249,13 +201,13 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
         return failed(f"status-{view.status}", 200, view.status)
     dev = Deviations()
     per_index = streamed_calls(view)
-    content = _streamed_content(view)
+    content = streamed_content(view)
     if not per_index:
-        tag = "tool-markup-in-content" if _markup(content) else "no-tool-call-deltas"
+        tag = "tool-markup-in-content" if has_markup(content) else "no-tool-call-deltas"
         return failed(tag, f"{len(calls)} streamed tool call(s)", content[:300])
     if sorted(per_index) != list(range(len(calls))):
         dev.add("wrong-indexes", list(range(len(calls))), sorted(per_index))
-    junk = [(n, tc) for n, tc in _fragments(view) if not isinstance(tc, dict)]
+    junk = [(n, tc) for n, tc in call_fragments(view) if not isinstance(tc, dict)]
     if junk:
         dev.add("fragment-not-object", "each tool-call fragment an object", junk[0][1], junk[0][0])
     for idx, (name, args) in enumerate(calls):
@@ -263,7 +215,7 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
         if not frags:
             continue
         n0, first = frags[0]
-        fn0 = _fn(first)
+        fn0 = call_function(first)
         if not isinstance(first.get("id"), str) or not first.get("id"):
             dev.add("first-delta-without-id", "id on the first fragment", first, n0)
         if first.get("type") != "function":
@@ -271,7 +223,7 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
         if fn0.get("name") != name:
             dev.add("first-delta-without-name" if not fn0.get("name") else "wrong-name", name, first, n0)
         for n, tc in frags[1:]:
-            fn = _fn(tc)
+            fn = call_function(tc)
             if tc.get("id") not in (None, "", first.get("id")):
                 dev.add("id-changed", first.get("id"), tc.get("id"), n)
             if fn.get("name") not in (None, ""):
@@ -281,14 +233,14 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
             for _, f in frags
             if isinstance(f.get("function"), dict) and isinstance(f["function"].get("arguments"), str)
         )
-        val, problem = _arguments(text)
+        val, problem = parse_arguments(text)
         if problem == "arguments-not-json" or problem == "arguments-not-string":
             dev.add("fragments-not-json", f"fragments that concatenate to {json.dumps(args)}", text, frags[-1][0])
         elif problem:
             dev.add(problem, "a JSON object", text)
         elif val != args:
             dev.add("arguments-mismatch", args, val)
-    if _markup(content):
+    if has_markup(content):
         dev.add("markup-in-content", "no tool-call markup in content", content[:300])
     finish = [(n, c.get("finish_reason")) for n, obj in view.objects() for c in choices(obj) if c.get("finish_reason")]
     if not finish:
@@ -303,7 +255,7 @@ def judge_stream(view: StreamView, calls: Calls) -> Check:
 def _stream_arguments(view: StreamView) -> list[tuple[str, str]]:
     out = []
     for _, frags in sorted(streamed_calls(view).items()):
-        fns = [_fn(f) for _, f in frags if _fn(f)]
+        fns = [call_function(f) for _, f in frags if call_function(f)]
         name = str(next((fn.get("name") for fn in fns if fn.get("name")), ""))
         out.append((name, "".join(fn.get("arguments") or "" for fn in fns if isinstance(fn.get("arguments"), str))))
     return out
@@ -314,8 +266,8 @@ def judge_stream_equals_message(view: StreamView, message: dict) -> Check:
     as values (a client that rebuilds a stream gets what a non-streaming client gets)."""
     streamed = _stream_arguments(view)
     whole = []
-    for tc in _call_list(message):
-        fn = _fn(tc)
+    for tc in call_list(message):
+        fn = call_function(tc)
         whole.append((fn.get("name") or "", fn.get("arguments") or ""))
     if not streamed or not whole:
         return skipped(f"no tool calls on one side (streamed {len(streamed)}, message {len(whole)})")
@@ -332,7 +284,7 @@ def judge_stream_equals_message(view: StreamView, message: dict) -> Check:
 def judge_id(message: dict) -> Check:
     """Each tool-call id fits OpenAI's 40-character limit (a conversation replayed there is refused otherwise); the
     id's form is the observation."""
-    ids = [tc.get("id") if isinstance(tc, dict) else None for tc in _call_list(message)]
+    ids = [tc.get("id") if isinstance(tc, dict) else None for tc in call_list(message)]
     if not ids:
         return skipped("no tool calls")
     if not all(isinstance(i, str) and i for i in ids):  # a client cannot answer a call it cannot name
@@ -358,7 +310,7 @@ def judge_sdk_calls(calls_seen: list[tuple[str, str]], calls: Calls) -> Check:
     """What the OpenAI SDK's stream helper rebuilt (its final message's tool calls) equals the script's calls."""
     got = []
     for name, raw in calls_seen:
-        val, problem = _arguments(raw)
+        val, problem = parse_arguments(raw)
         got.append((name, val if problem is None else raw))
     if not got:
         return failed("sdk-no-tool-calls", [n for n, _ in calls], [])
@@ -370,17 +322,24 @@ def judge_sdk_calls(calls_seen: list[tuple[str, str]], calls: Calls) -> Check:
 # -- the cases ----------------------------------------------------------------------------------------------------
 
 
+def _offered(script: str) -> list[dict]:
+    return [WEATHER_TOOL, TIME_TOOL] if script == "parallel" else [WEATHER_TOOL]
+
+
 async def _message_case(ctx, probe_name: str, script: str) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     msg, finish, problem = message_of(await ctx.probe(probe_name))
-    return problem or judge_message(msg or {}, finish, TOOL_CALLS[script])
+    if problem is not None:
+        return problem
+    if ctx.scripted:
+        return judge_message(msg or {}, finish, TOOL_CALLS[script])
+    return toolcontract.judge_calls(msg or {}, finish, _offered(script), want=len(TOOL_CALLS[script]))
 
 
 async def _stream_case(ctx, probe_name: str, script: str) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
-    return judge_stream(from_trace(await ctx.probe(probe_name)), TOOL_CALLS[script])
+    view = from_trace(await ctx.probe(probe_name))
+    if ctx.scripted:
+        return judge_stream(view, TOOL_CALLS[script])
+    return toolcontract.judge_call_stream(view, _offered(script), want=len(TOOL_CALLS[script]))
 
 
 @case("tools.auto.message", "one offered tool: the parser returns the model's call as tool_calls, finish tool_calls")
@@ -395,21 +354,25 @@ async def auto_stream(ctx) -> Check:
 
 @case("tools.auto.stream-equals-message", "the streamed tool calls equal the non-streamed ones")
 async def auto_stream_equals(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     msg, _, problem = message_of(await ctx.probe("tools.auto"))
     if problem is not None:
         return skipped(f"the non-streamed request failed ({problem.behaviour})")
-    return judge_stream_equals_message(from_trace(await ctx.probe("tools.auto.stream")), msg or {})
+    chk = judge_stream_equals_message(from_trace(await ctx.probe("tools.auto.stream")), msg or {})
+    if chk.status is Verdict.SKIP and not ctx.scripted:  # another model made no call on a side: nothing to compare
+        return inconclusive("no-call-to-compare", None, note=chk.note)
+    return chk
 
 
 @case("tools.auto.id", "a tool-call id fits OpenAI's 40 characters (a replayed conversation is refused otherwise)",
       level=Level.SHOULD)  # fmt: skip
 async def auto_id(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
-    msg, _, problem = message_of(await ctx.probe("tools.auto"))
-    return problem or judge_id(msg or {})
+    msg, finish, problem = message_of(await ctx.probe("tools.auto"))
+    if problem is not None:
+        return problem
+    chk = judge_id(msg or {})
+    if chk.status is Verdict.SKIP and not ctx.scripted:  # another model made no call: no id to judge
+        return toolcontract.without_call((msg or {}).get("content"), finish, "a tool call (whose id is judged)")
+    return chk
 
 
 @case("tools.auto.parallel", "two tools offered: both calls, in order, each with its own id")
@@ -424,16 +387,26 @@ async def auto_parallel_stream(ctx) -> Check:
 
 @case("tools.auto.parallel-false", "parallel_tool_calls false: at most one tool call")
 async def auto_parallel_false(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL, TIME_TOOL], parallel_tool_calls=False), sse=False)
     msg, _, problem = message_of(t)
-    return problem or judge_parallel_false(msg or {})
+    if problem is not None:
+        return problem
+    chk = judge_parallel_false(msg or {})
+    if ctx.scripted or chk.status is not Verdict.PASS:
+        return chk
+    # another model: at most one call shows the switch only if the same model calls both tools when allowed
+    allowed, _, refused = message_of(await ctx.probe("tools.parallel"))
+    n = len([tc for tc in call_list(allowed or {}) if isinstance(tc, dict)])
+    if refused is None and n > 1:
+        return passed(f"{chk.note} with parallel_tool_calls false; {n} when allowed (tools.auto.parallel)")
+    why = f"tools.auto.parallel's request failed ({refused.behaviour})" if refused else f"{n} call(s) when allowed"
+    return inconclusive("parallel-not-shown", n, note=f"{chk.note} with the switch, but the model makes no parallel "
+                        f"calls when allowed ({why}): nothing for the switch to stop")  # fmt: skip
 
 
 def judge_parallel_false(message: dict) -> Check:
     """The answer to parallel_tool_calls false with two tools offered (the script calls both): at most one call."""
-    n = len([tc for tc in _call_list(message) if isinstance(tc, dict)])
+    n = len([tc for tc in call_list(message) if isinstance(tc, dict)])
     if n > 1:
         return failed("parallel-not-honoured", "at most 1 tool call", n)
     return passed(f"{n} tool call(s)")
@@ -451,32 +424,41 @@ async def auto_direct_stream(ctx) -> Check:
 
 @case("tools.auto.choice-none", "tool_choice none with tools present: no tool call, and no tool-call markup in content")
 async def choice_none(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     msg, _, problem = message_of(await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL], tool_choice="none"), sse=False))
-    return problem or judge_choice_none(msg or {})
+    if problem is not None:
+        return problem
+    chk = judge_choice_none(msg or {})
+    if ctx.scripted or chk.status is not Verdict.PASS:
+        return chk
+    # another model: no call under none shows the switch only if the same model calls when allowed
+    allowed, _, refused = message_of(await ctx.probe("tools.auto"))
+    if refused is None and _names(allowed or {}):
+        return passed(f"no call under none; {_names(allowed or {})} when allowed (tools.auto.message)")
+    why = f"tools.auto.message's request failed ({refused.behaviour})" if refused else "no call either"
+    return inconclusive("none-not-shown", (allowed or {}).get("content"),
+                        note=f"no call under none, but the model makes none when allowed ({why})")  # fmt: skip
 
 
 def judge_choice_none(message: dict) -> Check:
     """The answer to tool_choice none with a tool offered: no tool call, and no tool-call markup in content."""
     if message.get("tool_calls"):
         return failed("tool-call-despite-none", "no tool_calls", message.get("tool_calls"))
-    if _markup(message.get("content")):
+    if has_markup(message.get("content")):
         return failed("tool-markup-in-content", "content without tool-call markup", message.get("content"))
     return passed(repr(message.get("content"))[:80])
 
 
 def _names(msg: dict) -> list[Any]:
-    return [_fn(tc).get("name") for tc in _call_list(msg) if _fn(tc)]
+    return [call_function(tc).get("name") for tc in call_list(msg) if call_function(tc)]
 
 
 def _malformed_call(message: dict) -> Check | None:
     """The fail for the first tool call that is not an object with a JSON object as its arguments, else None."""
-    for tc in _call_list(message):
+    for tc in call_list(message):
         if not isinstance(tc, dict):
             return failed("call-not-object", "each tool call an object", tc)
-        raw = _fn(tc).get("arguments")
-        _, bad = _arguments(raw)
+        raw = call_function(tc).get("arguments")
+        _, bad = parse_arguments(raw)
         if bad:
             return failed(bad, "a JSON object as a string", raw)
     return None
@@ -484,11 +466,14 @@ def _malformed_call(message: dict) -> Check | None:
 
 @case("tools.auto.required", "tool_choice required: a tool call is enforced and well formed")
 async def choice_required(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL], tool_choice="required"), sse=False)
-    msg, _, problem = message_of(t)
-    return problem or judge_required(msg or {})
+    msg, finish, problem = message_of(t)
+    if problem is not None:
+        return problem
+    chk = judge_required(msg or {})
+    if ctx.scripted or not _names(msg or {}):  # no call at all is the server's: the choice forces one
+        return chk
+    return toolcontract.judge_call_values(msg or {}, [WEATHER_TOOL], finish) or chk
 
 
 def judge_required(message: dict) -> Check:
@@ -503,13 +488,15 @@ def judge_required(message: dict) -> Check:
     "tools.auto.required-cut", "tool_choice required cut by max_tokens: a 200 with finish_reason length, not an error"
 )
 async def choice_required_cut(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     body = {**_body(ctx, [WEATHER_TOOL], tool_choice="required"), "max_tokens": CUT_TOKENS}
     t = await ctx.post(CHAT, body, sse=False)
     msg, finish, problem = message_of(t)
     # a problem is e.g. status-400: the server blames the client for the length it asked for
-    return problem or judge_required_cut(finish)
+    if problem is not None:
+        return problem
+    if not ctx.scripted and finish in ("tool_calls", "stop"):  # another model's call fit: nothing was cut
+        return inconclusive("not-cut", finish, note=f"the answer ended within max_tokens {CUT_TOKENS}")
+    return judge_required_cut(finish)
 
 
 def judge_required_cut(finish_reason: Any) -> Check:
@@ -521,12 +508,15 @@ def judge_required_cut(finish_reason: Any) -> Check:
 
 @case("tools.auto.named", "a named tool_choice (get_time, while the model wants get_weather): only that tool is called")
 async def choice_named(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     named = {"type": "function", "function": {"name": "get_time"}}
     t = await ctx.post(CHAT, _body(ctx, [WEATHER_TOOL, TIME_TOOL], tool_choice=named), sse=False)
-    msg, _, problem = message_of(t)
-    return problem or judge_named(msg or {})
+    msg, finish, problem = message_of(t)
+    if problem is not None:
+        return problem
+    chk = judge_named(msg or {})
+    if ctx.scripted or not _names(msg or {}) or any(n != "get_time" for n in _names(msg or {})):
+        return chk  # no get_time call, or another tool's: the server's, whatever the model
+    return toolcontract.judge_call_values(msg or {}, [TIME_TOOL], finish) or chk
 
 
 def judge_named(message: dict) -> Check:
@@ -541,10 +531,8 @@ def judge_named(message: dict) -> Check:
 
 @case("tools.auto.result-turn", "a second turn with the tool's result (tool message, tool_call_id): the answer")
 async def result_turn(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     msg, _, problem = message_of(await ctx.probe("tools.auto"))
-    calls = _call_list(msg or {})
+    calls = call_list(msg or {})
     if problem is None and calls and isinstance(calls[0], dict):
         call = calls[0]  # the engine's own call, replayed as a client does
     else:  # none, or one no client could replay (tools.auto.message judges it): a well-formed call instead
@@ -557,7 +545,9 @@ async def result_turn(ctx) -> Check:
     ]
     t = await ctx.post(CHAT, ctx.chat(messages=history, tools=[WEATHER_TOOL], max_tokens=MAX_TOKENS), sse=False)
     answer, finish, problem = message_of(t)
-    return problem or judge_result_answer(answer or {}, finish)
+    if problem is not None:
+        return problem
+    return judge_result_answer(answer or {}, finish) if ctx.scripted else judge_any_answer(answer or {}, finish)
 
 
 def judge_result_answer(message: dict, finish_reason: Any) -> Check:
@@ -577,10 +567,22 @@ def judge_result_answer(message: dict, finish_reason: Any) -> Check:
     return passed(repr(content))
 
 
+def judge_any_answer(message: dict, finish_reason: Any) -> Check:
+    """Any model's answer to the turn that ends with the tool's result: the server took the turn (a 200, judged
+    before) and answered in content without tool-call markup; another call or an empty answer: inconclusive."""
+    content = message.get("content")
+    if has_markup(content):
+        return failed("tool-markup-in-content", "an answer without tool-call markup", content)
+    if message.get("tool_calls"):
+        return inconclusive("called-again", message.get("tool_calls"), note="the model called a tool again")
+    if not (isinstance(content, str) and content.strip()):
+        fields = {f: message.get(f) for f in ("content", "reasoning", "reasoning_content") if message.get(f)}
+        return inconclusive("no-answer", fields, note=f"no answer in content (finish_reason {finish_reason!r})")
+    return passed(f"any model: {content[:60]!r} (finish_reason {finish_reason})")
+
+
 @case("tools.auto.sdk", "the OpenAI SDK's stream helper rebuilds the streamed tool calls (get_final_completion)")
 async def sdk_stream(ctx) -> Check:
-    if (skip := needs_scripted(ctx)) is not None:
-        return skip
     try:
         import openai
     except ImportError:
@@ -598,6 +600,12 @@ async def sdk_stream(ctx) -> Check:
             async for _ in stream:
                 pass
             final = await stream.get_final_completion()
+    except openai.LengthFinishReasonError as exc:  # the helper refuses an answer cut at max_tokens
+        if ctx.scripted:
+            return failed("sdk-error", "no SDK exception", f"{type(exc).__name__}: {exc}"[:500])
+        msg = exc.completion.choices[0].message if exc.completion.choices else None
+        return inconclusive("cut-before-call", msg.content if msg else None,
+                            note=f"cut at max_tokens {MAX_TOKENS}: the SDK's helper rebuilds no cut answer")  # fmt: skip
     except openai.OpenAIError as exc:
         return failed("sdk-error", "no SDK exception", f"{type(exc).__name__}: {exc}"[:500])
     except Exception as exc:  # noqa: BLE001 - the SDK's own parsing of what the server sent: a verdict, not a crash
@@ -606,7 +614,10 @@ async def sdk_stream(ctx) -> Check:
         await client.close()
     tcs = final.choices[0].message.tool_calls or [] if final.choices else []
     seen = [(tc.function.name, tc.function.arguments) for tc in tcs if getattr(tc, "function", None) is not None]
-    return judge_sdk_calls(seen, TOOL_CALLS["call"])
+    if ctx.scripted:
+        return judge_sdk_calls(seen, TOOL_CALLS["call"])
+    message = final.choices[0].message.model_dump() if final.choices else {}
+    return toolcontract.judge_calls(message, final.choices[0].finish_reason if final.choices else None, [WEATHER_TOOL])
 
 
 _ = info

@@ -18,4 +18,4 @@ check: $(VENV)/.installed
 
 test: check
 	bash scripts/system-deps.sh
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	bash scripts/run-tests.sh $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from harness.conformance.case import SCRIPTED_MODEL
 from harness.conformance.expectations import outcome_name, outcome_tags
 from harness.conformance.model import Verdict
 from harness.errors import DataError
@@ -74,12 +75,22 @@ def check_results(results: Any, path: object) -> dict:
 
 
 def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict[str, Any], list[str]]:
-    """(new expectation mapping, one line per change). Pure."""
+    """(new expectation mapping, one line per change). Pure.
+
+    A run on another model than the scripted one (its report's engine.provides lacks it) writes a case into
+    `plain_model` when that section holds it already, or when the file has the section and the case is one whose
+    judge differs off the scripted model (tools.*, reasoning.*, structured.client.*: the scripted model's entry in
+    `cases` must not be overwritten by another model's answer); every other case into `cases`."""
+    scripted_run = SCRIPTED_MODEL in _provides(results)
     cases: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (raw.get("cases") or {}).items()}
+    plain: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (raw.get("plain_model") or {}).items()}
+    shared = cases
     changes: list[str] = []
     stamp = note or time.strftime("%Y-%m-%d")
     for r in results.get("cases", []):
         cid, verdict, tag = r.get("id"), r.get("verdict"), r.get("behaviour") or "unspecified"
+        off_script = not scripted_run and (cid in plain or (bool(plain) and str(cid).startswith(MODEL_JUDGED)))
+        cases = plain if off_script else shared
         rep = r.get("repeat")
         if isinstance(rep, dict) and rep.get("n", 1) > 1:
             _propose_repeated(cid, r, rep, cases, changes, stamp)
@@ -104,8 +115,21 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
         elif verdict == "error":
             changes.append(f"! {cid}: error (harness could not run it), not written: {(r.get('note') or '')[:100]}")
     out = dict(raw)
-    out["cases"] = dict(sorted(cases.items()))
+    out["cases"] = dict(sorted(shared.items()))
+    if plain:
+        out["plain_model"] = dict(sorted(plain.items()))
+    else:
+        out.pop("plain_model", None)
     return out, changes
+
+
+MODEL_JUDGED = ("tools.", "reasoning.", "structured.client.")  # the families judged by model (issue 32 item 0)
+
+
+def _provides(results: dict) -> list[Any]:
+    engine = results.get("engine")
+    provides = engine.get("provides") if isinstance(engine, dict) else None
+    return provides if isinstance(provides, list) else []
 
 
 # the verdicts whose samples say what the engine did (a pass, or a failing check's tags); error, skip, absent,

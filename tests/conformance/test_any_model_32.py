@@ -226,3 +226,26 @@ def test_a_plain_run_is_judged_under_the_plain_model_entries(tmp_path):
 
     assert asyncio.run(go(False)).verdict == "quirk"
     assert asyncio.run(go(True)).verdict == "fail"  # the scripted model is judged by `cases` alone
+
+
+def test_update_expectations_proposes_another_models_tool_refusal_into_plain_model():
+    """A run off the scripted model (no `scripted-model` in engine.provides) must not overwrite the scripted model's
+    entry: its tools.* proposal goes to `plain_model`; a case judged alike on every model still goes to `cases`."""
+    from harness.conformance.update import propose
+
+    raw = {"cases": {"tools.auto.message": {"quirk": "answer-in-reasoning", "reason": "scripted"}},
+           "plain_model": {"tools.auto.stream": {"quirk": "status-400", "reason": "plain"}}}  # fmt: skip
+    failed_case = {"verdict": "fail", "level": "MUST", "expected": None, "actual": None}
+    results = {"engine": {"model": "tiny-llama"},
+               "cases": [{**failed_case, "id": "tools.auto.message", "behaviour": "status-400", "behaviours": ["status-400"]},
+                         {**failed_case, "id": "chat.stream.role-once", "behaviour": "role-on-every-chunk",
+                          "behaviours": ["role-on-every-chunk"]}]}  # fmt: skip
+    new, _ = propose(results, raw)
+    assert new["cases"]["tools.auto.message"]["quirk"] == "answer-in-reasoning"  # the scripted entry kept
+    assert new["plain_model"]["tools.auto.message"]["quirk"] == "status-400"
+    assert new["cases"]["chat.stream.role-once"]["quirk"] == "role-on-every-chunk"
+    scripted = {**results, "engine": {"model": "tiny-scripted", "provides": ["scripted-model"]}}
+    new, _ = propose(scripted, raw)
+    assert (
+        new["cases"]["tools.auto.message"]["quirk"] == "status-400" and "tools.auto.message" not in new["plain_model"]
+    )

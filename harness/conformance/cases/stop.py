@@ -120,6 +120,13 @@ def answers(t: Trace) -> tuple[list[Answer], Check | None]:
     return out, None
 
 
+async def _both(ctx: Ctx, name: str) -> tuple[list[Answer], list[Answer], Check | None]:
+    """The answers to probe `name` and to its streamed twin `name.stream`, or the first one's problem."""
+    plain, p = answers(await ctx.probe(name))
+    streamed, q = answers(await ctx.probe(f"{name}.stream"))
+    return plain, streamed, p or q
+
+
 async def _natural(ctx: Ctx, name: str = "stop.natural") -> tuple[Answer | None, Check | None]:
     """The natural answer (first choice), or why the cases built on it cannot judge: the engine's fail, or a skip
     when it did not end within BUDGET (stop.eos.finish-reason judges that)."""
@@ -173,10 +180,9 @@ def judge_eos_finish(plain: Answer, streamed: Answer) -> Check:
 async def eos_finish(ctx: Ctx) -> Check:
     if (g := _gate(ctx)) is not None:
         return g
-    plain, p = answers(await ctx.probe("stop.natural"))
-    streamed, q = answers(await ctx.probe("stop.natural.stream"))
-    if p or q:
-        return p or q  # type: ignore[return-value]
+    plain, streamed, problem = await _both(ctx, "stop.natural")
+    if problem is not None:
+        return problem
     return judge_eos_finish(plain[0], streamed[0])
 
 
@@ -194,10 +200,9 @@ def judge_no_end_marker(plain: Answer, streamed: Answer) -> Check:
 async def eos_marker(ctx: Ctx) -> Check:
     if (g := _gate(ctx)) is not None:
         return g
-    plain, p = answers(await ctx.probe("stop.natural"))
-    streamed, q = answers(await ctx.probe("stop.natural.stream"))
-    if p or q:
-        return p or q  # type: ignore[return-value]
+    plain, streamed, problem = await _both(ctx, "stop.natural")
+    if problem is not None:
+        return problem
     return judge_no_end_marker(plain[0], streamed[0])
 
 
@@ -493,10 +498,9 @@ async def stream_usage(ctx: Ctx) -> Check:
     if (g := _gate(ctx)) is not None:
         return g
     pairs = []
-    for plain_name, stream_name in (("stop.natural", "stop.natural.stream"), ("stop.second", "stop.second.stream")):
-        plain, p = answers(await ctx.probe(plain_name))
-        streamed, q = answers(await ctx.probe(stream_name))
-        if p or q:
-            return p or q  # type: ignore[return-value]
+    for name in ("stop.natural", "stop.second"):
+        plain, streamed, problem = await _both(ctx, name)
+        if problem is not None:
+            return problem
         pairs.append((plain[0], streamed[0]))
     return judge_stream_usage(pairs)

@@ -25,18 +25,22 @@ def test_full_suite_against_vllm(live):
     bad = [(r.id, r.behaviour, r.actual, r.note) for r in rep.results if r.verdict in ("fail", "error")]
     assert not bad
     assert sum(r.verdict not in ("skip",) for r in rep.results) >= 35
-    # every declared quirk of vllm-0.11 but the auth ones (this engine runs without a key) happens, nothing else
+    # every declared quirk of vllm-0.11 but the auth ones (this engine runs without a key) happens, nothing else: the
+    # engine's own, and off the scripted model the plain_model ones (no tool parser: tool_choice auto is refused)
+    exp = load_expectations("vllm-0.11")
     assert {r.id for r in rep.results if r.verdict == "quirk"} == {
         "completions.stream.no-extra-fields",
         "integrity.tool-call-length",
+        "tools.auto.required-cut",  # a forced call cut at max_tokens: 400 on any model
         # /v1/responses (issue 19): tests/conformance/test_surfaces_engine.py says what each one is
         "responses.create.schema",
-        "responses.stream.ids",
         "responses.stream.ends",
         "responses.max-output-tokens",
         "responses.store",
         "sdk.openai.responses",
-    }
+    } | set(exp.plain_model)
+    # a declared outcome that follows the model served (no reasoning item on the reference model)
+    assert {r.id: r.verdict for r in rep.results}["responses.stream.ids"] in ("quirk", "expected-intermittent")
 
 
 def test_api_key_cases(engine_factory):

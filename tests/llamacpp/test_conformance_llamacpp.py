@@ -72,6 +72,8 @@ def test_every_declared_quirk_happens_or_is_known_intermittent(suite):
             continue
         if r.verdict == "expected-intermittent":  # one of the entry's known intermittent outcomes: as declared
             continue
+        if r.verdict == "inconclusive":  # the reference model did not do what the case needs: nothing judged
+            continue
         if r.verdict != "quirk":
             absent.append((case_id, r.verdict, r.behaviours))
         elif set(r.behaviours) != declared:

@@ -244,29 +244,5 @@ def test_proxy_forwards_through_the_evidence_seam_without_the_drivers_key():
     assert bytes(exchanges[0].body) == body and "harness-client-key" not in json.dumps(exchanges[0].request_headers)
 
 
-# -- the real engine: every driver against the session's scripted vLLM 0.11.0 ------------------------------------------
-
-
-@pytest.mark.engine
-def test_every_client_driver_on_scripted_vllm_0_11(engine_factory):
-    from harness.conformance.expectations import load_expectations
-    from harness.conformance.runner import new_ctx, run_suite
-    from harness.settings import REPO_ROOT
-    from tests.conftest import unavailable
-
-    for spec in CLIENTS.values():  # the test's setup installs them: never a silent skip under CI=true
-        try:
-            install_client(spec)
-        except Exception as exc:  # noqa: BLE001 - an index that cannot be reached is a skip here, a failure in CI
-            unavailable(f"client {spec.name} cannot be installed: {exc}")
-    eng = engine_factory(manifest=REPO_ROOT / "manifests" / "vllm-0.11.0-cpu-scripted.yaml")
-    exp = load_expectations("vllm-0.11")
-    ctx = new_ctx(eng.base_url, exp, model=eng.served_name, api_key=eng.api_key, engine=eng)
-    rep = asyncio.run(run_suite(ctx, patterns=["client"]))
-    want = {f"client.{s.name}.{f}" for s in CLIENTS.values() for f in s.features}
-    assert {r.id for r in rep.results} == want
-    bad = [(r.id, r.verdict, r.behaviours, r.actual) for r in rep.results if r.verdict in ("fail", "error", "skip")]
-    assert not bad and rep.aborted is None
-    quirks = {r.id for r in rep.results if r.verdict == "quirk"}
-    assert all(exp.cases[q].get("reason") for q in quirks)  # every declared client failure says what the client raised
-    assert rep.counts()["pass"] >= len(want) // 2
+# The real engines: tests/models/test_scripted_engines.py::test_every_client_feature_has_a_verdict judges every driver
+# in each scripted manifest's suite (vLLM 0.11.0, 0.32.0, llama.cpp), whose fixture installs the client envs.

@@ -75,6 +75,7 @@ def test_llama_server_greedy_output_is_the_script_token_for_token(engine_factory
 @pytest.fixture(scope="module")
 def suites(scripted_engine):
     name, eng = scripted_engine
+    _install_clients()  # the client.* cases run the pinned client libraries: never a silent skip under CI=true
     m = load_manifest(MANIFESTS[name])
     exp = load_expectations(default_expectation(m.engine.kind, m.engine.version))
     ctx = new_ctx(eng.base_url, exp, model=eng.served_name, api_key=eng.api_key, engine=eng)
@@ -89,3 +90,35 @@ def test_no_fail_and_no_error_and_the_scripted_cases_ran(suites):
     assert not bad, (name, bad)
     got = {r.id: r.verdict for r in rep.results}
     assert all(got[c] in ("pass", "quirk", "info") for c in MUST_RUN), (name, {c: got[c] for c in MUST_RUN})
+
+
+def _install_clients() -> None:
+    from harness.clients.env import install_client
+    from harness.clients.spec import CLIENTS
+    from tests.conftest import unavailable
+
+    for spec in CLIENTS.values():
+        try:
+            install_client(spec)
+        except Exception as exc:  # noqa: BLE001 - an index that cannot be reached is a skip here, a failure in CI
+            unavailable(f"client {spec.name} cannot be installed: {exc}")
+
+
+def test_every_client_feature_has_a_verdict(suites):
+    """Issue 33: every pinned client's every feature ran in the scripted suite (not skipped), and each declared
+    client failure says what the client raised."""
+    from harness.clients.spec import CLIENTS
+
+    name, rep = suites
+    exp = load_expectations(default_expectation(*_engine_of(name)))
+    want = {f"client.{s.name}.{f}" for s in CLIENTS.values() for f in s.features}
+    got = {r.id: r for r in rep.results if r.id.startswith("client.")}
+    assert set(got) == want
+    assert not [(i, r.verdict, r.note) for i, r in got.items() if r.verdict in ("skip", "fail", "error")], name
+    assert all(exp.cases[i].get("reason") for i, r in got.items() if r.verdict == "quirk")
+    assert sum(r.verdict == "pass" for r in got.values()) >= len(want) // 2, name
+
+
+def _engine_of(name: str) -> tuple[str, str]:
+    m = load_manifest(MANIFESTS[name])
+    return m.engine.kind, m.engine.version

@@ -145,21 +145,7 @@ def judge_reasoning_stream(view: StreamView, reasoning: str, answer: str) -> Che
     if view.status is not None and view.status != 200:
         return failed(f"status-{view.status}", 200, view.status)
     dev = Deviations()
-    r_parts, c_parts = [], []
-    first_content: int | None = None
-    for n, d in _deltas(view):
-        r = reasoning_of(d)
-        if r:
-            if first_content is not None:
-                dev.add("reasoning-after-content", "every reasoning delta before the first content delta", d, n)
-            r_parts.append(r)
-        c = d.get("content")
-        if isinstance(c, str) and c:
-            if not r_parts and first_content is None and c.strip():
-                dev.add("content-before-reasoning", "reasoning deltas first", d, n)
-            if first_content is None and c.strip():
-                first_content = n
-            c_parts.append(c)
+    r_parts, c_parts = _split_stream(view, dev, content_first_is_a_deviation=True)
     r_text, c_text = "".join(r_parts), "".join(c_parts)
     if not r_text:
         tag = "reasoning-in-content" if reasoning in c_text else "no-reasoning-deltas"
@@ -178,12 +164,11 @@ def judge_reasoning_stream(view: StreamView, reasoning: str, answer: str) -> Che
     return dev.check(passed(f"{len(r_parts)} reasoning and {len(c_parts)} content deltas in {fields}"))
 
 
-def judge_any_reasoning_stream(view: StreamView) -> Check:
-    """Any model's stream with thinking on: reasoning deltas before content deltas, no think marker in either."""
-    if view.status is not None and view.status != 200:
-        return failed(f"status-{view.status}", 200, view.status)
-    dev = Deviations()
-    r_parts, c_parts = [], []
+def _split_stream(view: StreamView, dev: Deviations, *, content_first_is_a_deviation: bool) -> tuple[list, list]:
+    """The reasoning and content parts of a stream, in order; reasoning after the first content delta is a deviation
+    (and content before any reasoning, where the judge knows reasoning comes first: the scripted model's)."""
+    r_parts: list[str] = []
+    c_parts: list[str] = []
     first_content: int | None = None
     for n, d in _deltas(view):
         if r := reasoning_of(d):
@@ -192,9 +177,20 @@ def judge_any_reasoning_stream(view: StreamView) -> Check:
             r_parts.append(r)
         c = d.get("content")
         if isinstance(c, str) and c:
+            if content_first_is_a_deviation and not r_parts and first_content is None and c.strip():
+                dev.add("content-before-reasoning", "reasoning deltas first", d, n)
             if first_content is None and c.strip():
                 first_content = n
             c_parts.append(c)
+    return r_parts, c_parts
+
+
+def judge_any_reasoning_stream(view: StreamView) -> Check:
+    """Any model's stream with thinking on: reasoning deltas before content deltas, no think marker in either."""
+    if view.status is not None and view.status != 200:
+        return failed(f"status-{view.status}", 200, view.status)
+    dev = Deviations()
+    r_parts, c_parts = _split_stream(view, dev, content_first_is_a_deviation=False)
     r_text, c_text = "".join(r_parts), "".join(c_parts)
     if not r_text:
         return _no_reasoning({"content": c_text}, "streamed reasoning")

@@ -922,14 +922,6 @@ TABLE.update({("vllm-0.32", k): v for k, v in SCRIPTED_032.items()})
 TABLE.update(ISSUE_33)
 TABLE.update(ISSUE_36)  # the stop.* cases on the trained model (tests/conformance/quirks36.py)
 
-# Quirks whose case has one failing tag: their declared shape is tested, and the neighbour with the opposite deviation
-# is shown to be the same quirk (the quirk names the tag and the judge has none finer). The last element is what the
-# run reported (expected, actual). Empty since issue 32: usage-completion-count's "billed, not streamed" (<think> and
-# </think>: completion_tokens 11, 9 tokens streamed on vLLM 0.11.0, 8 on llama.cpp) is what the protocol allows, so
-# it passes (tests/conformance/test_checkstream_32.py shows both shapes).
-OneTag = tuple[Callable[[Any], Check], Any, Any, tuple[Any, Any]]
-SINGLE_TAG: dict[tuple[str, str], OneTag] = {}
-
 
 def declared() -> set[tuple[str, str]]:
     out = set()
@@ -943,8 +935,7 @@ def declared() -> set[tuple[str, str]]:
 
 
 def test_the_table_covers_every_declared_quirk():
-    assert not set(TABLE) & set(SINGLE_TAG)
-    covered = set(TABLE) | set(SINGLE_TAG)
+    covered = set(TABLE)
     assert covered == declared(), {"no test": declared() - covered, "not declared": covered - declared()}
 
 
@@ -973,18 +964,6 @@ def test_another_shape_fails_with_the_tag_of_what_it_did(key):
     assert r.verdict == "fail" and r.behaviour == tag, (r.behaviour, r.behaviours, r.note)
     assert "declared quirk" in r.note or "declared outcome" in r.note  # says which declared one it did not match
     assert _resolved(key, 2, "openai").verdict == "fail"  # and it is not the reference either
-
-
-@pytest.mark.parametrize("key", sorted(SINGLE_TAG), ids=lambda k: f"{k[0]}:{k[1]}")
-def test_a_one_tag_quirk_is_its_declared_shape_and_every_other_deviation_of_that_tag(key):
-    judge, declared_shape, opposite, seen = SINGLE_TAG[key]
-    case, exp = CASES[key[1]], load_expectations(key[0])
-    chk = judge(declared_shape)
-    assert (chk.expected, chk.actual) == seen  # the engine's answer as its run reported it
-    for data in (declared_shape, opposite):
-        r = resolve(case, judge(data), exp)
-        assert r.verdict == "quirk" and r.behaviours and set(r.behaviours) <= set(exp.quirks(key[1])), r.behaviours
-        assert resolve(case, judge(data), load_expectations("openai")).verdict == "fail"
 
 
 def test_an_id_of_another_length_over_40_is_the_same_quirk():

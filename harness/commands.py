@@ -26,7 +26,8 @@ def register(sub) -> None:
     p.add_argument("manifest")
     p.set_defaults(func=cmd_install)
 
-    p = sub.add_parser("model", help="the models the harness builds (reference-tiny, scripted-tiny, smollm2-135m)")
+    models = "reference-tiny, scripted-tiny and a scripted model per parser family, smollm2-135m"
+    p = sub.add_parser("model", help=f"the models the harness builds ({models})")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     b = msub.add_parser("build", help="write an embedded tiny model (byte-identical everywhere)")
     b.add_argument("dir")

@@ -197,7 +197,8 @@ class RuntimeSpec(_Strict):
 
 class ModelSpec(_Strict):
     source: str = Field(
-        description="'reference-tiny', 'scripted-tiny' or 'smollm2-135m' (built by the harness) or a local directory path"
+        description="'reference-tiny', 'scripted-tiny' (or a parser family's scripted-*, harness.models.families), "
+        "'smollm2-135m' (built by the harness) or a local directory path"
     )
     sha256: str = Field(description="content hash of the model directory (see harness.hashing.tree_hash)")
     served_name: str

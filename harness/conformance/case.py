@@ -22,12 +22,13 @@ ENDS_ANSWERS = "model-ends-answers"
 
 
 def provided_by(manifest: object) -> frozenset[str]:
-    """What a manifest's server provides for `Case.needs`: the scripted model when `model.source` is scripted-tiny,
-    a model that ends its answers when it is a trained one."""
+    """What a manifest's server provides for `Case.needs`: the scripted model when `model.source` is one (any parser
+    family's), a model that ends its answers when it is a trained one."""
     from harness.models.catalog import TRAINED_MODELS
+    from harness.models.families import family_of_source
 
     source = getattr(getattr(manifest, "model", None), "source", None)
-    if source == "scripted-tiny":
+    if family_of_source(source) is not None:
         return frozenset({SCRIPTED_MODEL})
     return frozenset({ENDS_ANSWERS}) if source in TRAINED_MODELS else frozenset()
 

@@ -25,6 +25,7 @@ from harness.conformance.evidence import EvidenceRecorder, probe_scope
 from harness.conformance.expectations import Expectations
 from harness.engines.profile import OPENAI_LIVENESS, EngineProfile, LivenessCheck
 from harness.metrics import Scrape, parse_metrics
+from harness.models.families import FAMILIES, HERMES, Family, family_of_source
 from harness.net import redact_url
 
 __all__ = ["Ctx", "PROBES", "probe", "MAX_STREAM_BYTES", "MAX_STREAM_S", "MAX_MODELS_BYTES"]
@@ -63,6 +64,7 @@ class Ctx:
     engine_url: str = ""  # the engine behind a gateway at base_url ("" when base_url is the engine itself)
     engine_api_key: str | None = None  # the key the engine behind the gateway wants (its own, not the gateway's)
     scripted_model: bool | None = None  # the server serves the scripted model (`--scripted`); None: the manifest says
+    scripted_family: str | None = None  # its parser family (a saved run's); None: the manifest's, else hermes
     # what the server provides beyond an engine (`Case.needs`): "scripted-model" when the manifest's model is one
     provides: frozenset[str] = frozenset()
     _client: httpx.AsyncClient | None = None
@@ -108,8 +110,27 @@ class Ctx:
             return self.scripted_model
         if "scripted-model" in self.provides:  # harness.conformance.case.SCRIPTED_MODEL (that module stands above)
             return True
+        return family_of_source(self._model_source()) is not None
+
+    def _model_source(self) -> object:
         manifest = getattr(getattr(self.engine, "spec", None), "manifest", None)
-        return getattr(getattr(manifest, "model", None), "source", None) == "scripted-tiny"
+        return getattr(getattr(manifest, "model", None), "source", None)
+
+    @property
+    def family(self) -> Family | None:
+        """The parser family of the scripted model served (harness.models.families), None on any other model: told
+        (a saved run's), else the launched manifest's model.source, else the default scripted model's (hermes)."""
+        if not self.scripted:
+            return None
+        if self.scripted_family in FAMILIES:
+            return FAMILIES[self.scripted_family]
+        return family_of_source(self._model_source()) or HERMES
+
+    @property
+    def scripted_reasoning(self) -> bool:
+        """The scripted model served reasons in <think> blocks, so the reasoning.* cases know its reasoning text."""
+        fam = self.family
+        return fam is not None and fam.reasoning
 
     @property
     def behind_gateway(self) -> bool:

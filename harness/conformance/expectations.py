@@ -22,6 +22,10 @@ cases:                                      # a missing entry means: the OpenAI 
     skip: "..."                              # force a skip, with the reason
 plain_model:                                # entries written as under `cases`, for a server whose model is not the
   tools.auto.message: {quirk: ..., reason: ...}  # scripted one: each replaces the `cases` entry of its id there
+families:                                   # per parser family of the scripted models (harness.models.families):
+  qwen3_coder:                              # entries written as under `cases`, each replacing the `cases` entry of
+    tools.auto.stream: {quirk: ..., reason: ...}  # its id on that family's model; `reference: WHY` says the family
+    tools.auto.required: {reference: "..."}       # behaves as the reference where `cases` declares a quirk
 metrics: {...}                              # the metrics contract (names/types/labels), read by metrics cases
 cancellation: {...}                         # which series prove that work stopped
 probes: {...}                               # engine-specific request extras the suite may send (data only)
@@ -38,6 +42,7 @@ from typing import Any
 
 from harness.conformance.model import CaseHead, CaseResult, Check, Verdict
 from harness.errors import ManifestError, UsageError
+from harness.models.families import FAMILIES
 from harness.readers import read_yaml
 from harness.settings import EXPECTATIONS_DIR
 
@@ -66,14 +71,20 @@ class Expectations:
     fault: dict[str, Any] = field(default_factory=dict)
     path: str = ""
     plain_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    families: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def for_model(self, scripted: bool) -> Expectations:
+    def for_model(self, scripted: bool, family: str | None = None) -> Expectations:
         """The entries that judge the server's model: on any model but the scripted one, each `plain_model` entry in
         place of the `cases` entry of its id (a tools.auto case refused by a server without a tool parser is not the
-        scripted model's parser quirk); on the scripted model, `cases` as written."""
-        if scripted or not self.plain_model:
+        scripted model's parser quirk); on a scripted model, `cases` with its family's entries in place (an entry
+        `reference: WHY` drops the case's entry: that family behaves as the reference)."""
+        if not scripted:
+            return replace(self, cases={**self.cases, **self.plain_model}) if self.plain_model else self
+        overlay = self.families.get(family or "", {})
+        if not overlay:
             return self
-        return replace(self, cases={**self.cases, **self.plain_model})
+        merged = {**self.cases, **overlay}
+        return replace(self, cases={k: v for k, v in merged.items() if "reference" not in v})
 
     def quirks(self, case_id: str) -> list[str]:
         q = self.cases.get(case_id, {}).get("quirk")
@@ -158,11 +169,14 @@ def load_expectations(name_or_path: str | Path | None) -> Expectations:
         fault={k: dict(v or {}) for k, v in (raw.get("fault") or {}).items()},
         path=str(p),
         plain_model={k: dict(v) for k, v in (raw.get("plain_model") or {}).items()},
+        families={
+            f: {k: dict(v) for k, v in (cases or {}).items()} for f, cases in (raw.get("families") or {}).items()
+        },
     )
 
 
-SECTIONS = ("name", "engine", "cases", "plain_model", "metrics", "cancellation", "probes", "fault")
-CASE_KEYS = {"quirk", "reason", "skip", "intermittent"}
+SECTIONS = ("name", "engine", "cases", "plain_model", "families", "metrics", "cancellation", "probes", "fault")
+CASE_KEYS = {"quirk", "reason", "skip", "intermittent", "reference"}
 OUTCOME_KEYS = ("outcome", "rate", "evidence")
 CONDITIONAL_GONE = ("`conditional` is gone: write the outcomes seen, the typical one as `quirk:` (none: a pass) and "
                     "each other as `intermittent: [{outcome: pass | TAG | [TAGS], rate: 'k/N ...', evidence: '...'}]`"
@@ -202,13 +216,26 @@ def _validate(raw: Any, p: Path) -> None:
     )
     _validate_engine(mapping(raw.get("engine"), "engine"), need)
     entries = [(f"{s}.{cid}", e) for s in ("cases", "plain_model") for cid, e in mapping(raw.get(s), s).items()]
-    for where, entry in entries:  # a plain_model entry is written as a cases entry
+    for fam, fam_cases in mapping(raw.get("families"), "families").items():
+        need(fam in FAMILIES, f"families.{fam}", f"not a parser family (known: {', '.join(FAMILIES)})")
+        entries += [(f"families.{fam}.{cid}", e) for cid, e in mapping(fam_cases, f"families.{fam}").items()]
+    for where, entry in entries:  # a plain_model or families entry is written as a cases entry
         need(not (isinstance(entry, dict) and "conditional" in entry), f"{where}.conditional", CONDITIONAL_GONE)
+        family_entry = where.startswith("families.")
         need(
-            isinstance(entry, dict) and bool({"quirk", "skip", "intermittent"} & set(entry)),
+            isinstance(entry, dict) and bool({"quirk", "skip", "intermittent"} & set(entry) or
+                                             (family_entry and "reference" in entry)),
             where,
-            "needs 'quirk' (tag or list), 'intermittent' (outcomes) or 'skip' (reason)",
-        )
+            "needs 'quirk' (tag or list), 'intermittent' (outcomes) or 'skip' (reason)"
+            + (", or 'reference' (why the family behaves as the reference)" if family_entry else ""),
+        )  # fmt: skip
+        if "reference" in entry:
+            need(family_entry, f"{where}.reference", "only a families entry says a family behaves as the reference")
+            need(
+                isinstance(entry["reference"], str) and entry["reference"].strip() != "" and len(entry) == 1,
+                f"{where}.reference",
+                "must be the reason (a non-empty string), alone in its entry",
+            )
         bad = sorted(set(entry) - CASE_KEYS)
         need(not bad, f"{where}.{bad[0] if bad else ''}", f"unknown key (known: {', '.join(sorted(CASE_KEYS))})")
         if "quirk" in entry:

@@ -55,6 +55,15 @@ def _saved_provides(engine: dict) -> frozenset[str]:
     return frozenset(x for x in v if isinstance(x, str)) if isinstance(v, list) else frozenset()
 
 
+def _saved_family(engine: dict) -> str | None:
+    """The saved run's scripted parser family (its report's engine.scripted_family); anything but a family's name:
+    none (the default scripted model's)."""
+    from harness.models.families import FAMILIES
+
+    v = engine.get("scripted_family")
+    return v if isinstance(v, str) and v in FAMILIES else None
+
+
 def chosen(ids: list[str], patterns: list[str] | None) -> list[str]:
     """The ids `-k` selects, by the registry's rule (a glob, or a prefix of whole dotted parts)."""
     if not patterns:
@@ -88,6 +97,7 @@ async def rejudge(run_dir: str | Path, exp: Any, *, on_result: Any = None, out: 
     ctx = new_ctx(REPLAY_URL, exp, model=model, api_key=REPLAY_KEY if idx.get("api_key") is True else None,
                   transport=replay, evidence=recorder, max_stream_s=stream_s, engine_url=engine_url,
                   scripted_model=saved_engine.get("scripted_model") is True, provides=_saved_provides(saved_engine),
+                  scripted_family=_saved_family(saved_engine),
                   max_stream_bytes=int(index_number(idx, "max_stream_bytes", MAX_STREAM_BYTES, where)))  # fmt: skip
     saved = store.verdicts()
     engine = dict(idx.get("engine") or {}) if isinstance(idx.get("engine"), dict) else {}

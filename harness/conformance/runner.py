@@ -148,7 +148,8 @@ async def run_suite(
     and once it is spent the remaining cases are `error` ("not run") and `aborted` names the case that hit it.
     `ids` runs exactly those cases, in the suite's order (a re-judged run: the saved run's cases). Every request a
     case makes (the liveness check after it included) is attributed to it, for the evidence (`ctx.evidence`)."""
-    ctx.exp = ctx.exp.for_model(ctx.scripted)  # the plain_model entries, off the scripted model
+    # the plain_model entries off the scripted model; a family's own entries on its scripted model
+    ctx.exp = ctx.exp.for_model(ctx.scripted, ctx.family.name if ctx.family else None)
     report = SuiteReport(engine=dict(engine_info or {}), expectations=ctx.exp.name, started_at=time.time(),
                          liveness=ctx.liveness()[1])  # fmt: skip
     t0 = time.monotonic()
@@ -175,6 +176,7 @@ async def run_suite(
         report.engine.setdefault("model", ctx.model)
         if ctx.scripted:  # a re-judge of this run knows the tools.* and reasoning.* cases had their model
             report.engine.setdefault("scripted_model", True)
+            report.engine.setdefault("scripted_family", ctx.family.name if ctx.family else None)
         if ctx.provides:  # and what else the server provided (a model that ends its answers: the stop.* cases)
             report.engine.setdefault("provides", sorted(ctx.provides))
         for case in cases:

@@ -80,10 +80,21 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
     A run on another model than the scripted one (its report's engine.provides lacks it) writes a case into
     `plain_model` when that section holds it already, or when the file has the section and the case is one whose
     judge differs off the scripted model (tools.*, reasoning.*, structured.client.*: the scripted model's entry in
-    `cases` must not be overwritten by another model's answer); every other case into `cases`."""
+    `cases` must not be overwritten by another model's answer); every other case into `cases`. A run on the scripted
+    model of another parser family than hermes (the one `cases` is written for) writes into `families.<family>`:
+    every entry that differs from `cases`, and `reference: ...` where a `cases` quirk does not happen there."""
     scripted_run = SCRIPTED_MODEL in _provides(results)
     cases: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (raw.get("cases") or {}).items()}
     plain: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (raw.get("plain_model") or {}).items()}
+    family = _family(results) if scripted_run else None
+    base = cases
+    if family is not None:  # judged on the family's view: `cases` with its entries in place, then written back apart
+        own = (raw.get("families") or {}).get(family) or {}
+        cases = {**{k: dict(v) for k, v in cases.items()},
+                 **{k: dict(v) for k, v in own.items() if "reference" not in v}}  # fmt: skip
+        for k, v in own.items():
+            if "reference" in v:
+                cases.pop(k, None)
     shared = cases
     changes: list[str] = []
     stamp = note or time.strftime("%Y-%m-%d")
@@ -116,6 +127,13 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
             changes.append(f"! {cid}: error (harness could not run it), not written: {(r.get('note') or '')[:100]}")
     out = dict(raw)
     out["cases"] = dict(sorted(shared.items()))
+    if family is not None:
+        out["cases"] = dict(sorted(base.items()))
+        families = {k: dict(v) for k, v in (raw.get("families") or {}).items()}
+        families[family] = _family_entries(base, shared, (raw.get("families") or {}).get(family) or {}, stamp)
+        out["families"] = {k: v for k, v in sorted(families.items()) if v}
+        if not out["families"]:
+            out.pop("families")
     if plain:
         out["plain_model"] = dict(sorted(plain.items()))
     else:
@@ -124,6 +142,31 @@ def propose(results: dict, raw: dict[str, Any], *, note: str = "") -> tuple[dict
 
 
 MODEL_JUDGED = ("tools.", "reasoning.", "structured.client.")  # the families judged by model (issue 32 item 0)
+
+
+def _family(results: dict) -> str | None:
+    """The parser family of the run's scripted model when it is not hermes (whose entries are `cases` itself)."""
+    from harness.models.families import FAMILIES, HERMES
+
+    engine = results.get("engine")
+    name = engine.get("scripted_family") if isinstance(engine, dict) else None
+    return name if isinstance(name, str) and name in FAMILIES and name != HERMES.name else None
+
+
+def _family_entries(base: dict, seen: dict, old: dict, stamp: str) -> dict[str, dict[str, Any]]:
+    """A family's section: each entry of its view that differs from `cases`; `reference` where `cases` declares
+    what the family does not do (kept as written when it said so already)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cid in sorted(set(base) | set(seen)):
+        if cid in seen and seen[cid] != base.get(cid):
+            out[cid] = seen[cid]
+        elif cid not in seen and cid in base:
+            out[cid] = (
+                dict(old[cid])
+                if "reference" in old.get(cid, {})
+                else {"reference": f"REVIEW: observed {stamp}: the declared quirk does not happen on this family"}
+            )
+    return out
 
 
 def _provides(results: dict) -> list[Any]:

@@ -3,11 +3,17 @@ the embedded tiny models (written from code) and the trained SmolLM2-135M-Instru
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-__all__ = ["EMBEDDED_MODELS", "FORMATS", "TRAINED_MODELS", "build_embedded"]
+from harness.models.families import FAMILIES
 
-EMBEDDED_MODELS = ("reference-tiny", "scripted-tiny", "smollm2-135m")
+__all__ = ["EMBEDDED_MODELS", "SCRIPTED_MODELS", "FORMATS", "TRAINED_MODELS", "build_embedded"]
+
+# one scripted model per parser family (harness.models.families): scripted-tiny is the hermes family's
+SCRIPTED_MODELS = tuple(f.source for f in FAMILIES.values())
+EMBEDDED_MODELS = ("reference-tiny", *SCRIPTED_MODELS, "smollm2-135m")
 # the trained ones: their greedy answers end on their own (the end token), where the tiny models' random or scripted
 # weights run every answer to max_tokens
 TRAINED_MODELS = ("smollm2-135m",)
@@ -21,11 +27,11 @@ def build_embedded(name: str, fmt: str, dest: Path, force: bool = False) -> str:
     from harness.models.scripted import build_scripted_model
     from harness.models.smollm2 import build_smollm2_gguf, build_smollm2_model
 
-    builders = {
+    builders: dict[tuple[str, str], Callable[..., str]] = {
         ("reference-tiny", "safetensors"): build_reference_model,
         ("reference-tiny", "gguf"): build_reference_gguf,
-        ("scripted-tiny", "safetensors"): build_scripted_model,
-        ("scripted-tiny", "gguf"): build_scripted_gguf,
+        **{(f.source, "safetensors"): partial(build_scripted_model, fam=f) for f in FAMILIES.values()},
+        **{(f.source, "gguf"): partial(build_scripted_gguf, fam=f) for f in FAMILIES.values()},
         ("smollm2-135m", "safetensors"): build_smollm2_model,
         ("smollm2-135m", "gguf"): build_smollm2_gguf,
     }

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.models.bytelevel import build_into, holds_only
+from harness.models.families import HERMES, Family
 from harness.models.reference import (
     CHAT_TEMPLATE,
     REFERENCE_MODEL_SPEC,
@@ -60,7 +61,7 @@ __all__ = [
 
 GGUF_FILENAME = "model.gguf"
 GGUF_MODEL_NAME = "harness-tiny-reference"
-SCRIPTED_GGUF_NAME = "harness-tiny-scripted"
+SCRIPTED_GGUF_NAME = HERMES.gguf_name
 MERGES = ["<s> </s>"]
 
 
@@ -135,19 +136,19 @@ def _reference_model() -> GgufModel:
     return GgufModel(GGUF_MODEL_NAME, dict(s), gguf_tensors(), vocab, types, MERGES, specials, True, CHAT_TEMPLATE)
 
 
-def _scripted_model() -> GgufModel:
+def _scripted_model(fam: Family = HERMES) -> GgufModel:
     import gguf
 
     import harness.models.scripted as scripted
 
-    cfg = scripted.config()
+    cfg = scripted.config(fam)
     kinds = {"normal": gguf.TokenType.NORMAL, "control": gguf.TokenType.CONTROL,
              "user_defined": gguf.TokenType.USER_DEFINED}  # fmt: skip
-    types = [int(kinds[k]) for k in scripted.token_kinds()]
+    types = [int(kinds[k]) for k in scripted.token_kinds(fam)]
     specials = {"bos": cfg["pad_token_id"], "eos": cfg["eos_token_id"], "pad": cfg["pad_token_id"]}
-    return GgufModel(SCRIPTED_GGUF_NAME, cfg, _layer_tensors(scripted.scripted_weights(), cfg),
-                     scripted.vocab_strings(), types, [scripted.NEVER_MERGE], specials, False,
-                     scripted.CHAT_TEMPLATE)  # fmt: skip
+    return GgufModel(fam.gguf_name, cfg, _layer_tensors(scripted.scripted_weights(fam), cfg),
+                     scripted.vocab_strings(fam), types, [fam.never_merge], specials, False,
+                     fam.template)  # fmt: skip
 
 
 def write_gguf(path: Path, m: GgufModel) -> None:
@@ -199,9 +200,9 @@ def build_reference_gguf(dest_dir: Path, force: bool = False) -> str:
     return build_gguf(dest_dir, GGUF_MODEL_NAME, _reference_model, force=force)
 
 
-def build_scripted_gguf(dest_dir: Path, force: bool = False) -> str:
-    """The scripted model (harness.models.scripted) as DIR/model.gguf (see build_gguf)."""
-    return build_gguf(dest_dir, SCRIPTED_GGUF_NAME, _scripted_model, force=force)
+def build_scripted_gguf(dest_dir: Path, force: bool = False, fam: Family = HERMES) -> str:
+    """A family's scripted model (harness.models.scripted) as DIR/model.gguf (see build_gguf)."""
+    return build_gguf(dest_dir, fam.gguf_name, lambda: _scripted_model(fam), force=force)
 
 
 def _string_kv(key: str, value: str) -> bytes:

@@ -1,6 +1,8 @@
-"""The scripted tiny model: a Llama checkpoint whose weights, not training, make greedy decoding follow fixed scripts.
+"""The scripted tiny models: Llama checkpoints whose weights, not training, make greedy decoding follow fixed scripts.
 
-`harness model build DIR --model scripted-tiny` writes it; manifests pin it as `model.source: scripted-tiny`. It exists
+One per parser family (harness.models.families: each family is data, built by the functions here with `fam=`); the
+default, the hermes family, is described below. `harness model build DIR --model scripted-tiny` writes it (another
+family: `--model scripted-qwen3-coder`, ...); manifests pin it as `model.source: scripted-tiny`. It exists
 so that the engines' own tool-call and reasoning parsers run (the reference model's random weights never emit a tool
 call): its chat template is Qwen-style ChatML with hermes tool calls and `<think>` blocks, the markers are single
 vocabulary entries (vLLM's hermes and qwen3 parsers look them up by id), and greedy output is, token for token:
@@ -54,6 +56,7 @@ __all__ = [
     "scripted_files",
     "build_scripted_model",
     "check_rules",
+    "check_family",
     "config",
     "vocab_strings",
     "token_kinds",
@@ -62,110 +65,15 @@ __all__ = [
     "encode_script",
 ]
 
-PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
-MARKERS = ["<tool_call>", "</tool_call>", "<think>", "</think>"]  # added tokens the engines' parsers look up
-SELECTORS = ["call", "parallel", "call_direct", "parallel_direct", "think", "plain", "after_tool"]
-SELECTOR_TOKENS = [f"<|script:{s}|>" for s in SELECTORS]
-SPECIALS = [PAD, IM_START, IM_END]
+from harness.models.families import ANSWERS, HERMES, REASONING, SELECTOR_TOKENS, SELECTORS, TOOL_CALLS, Family
 
-_CALL_WEATHER = ['\n{"name": "get_weather", "arguments": ', '{"city": ', '"Paris", ', '"unit": ', '"celsius"}', "}\n"]
-# its last piece closes the arguments, the call and the line at once: the second </tool_call> follows another token
-_CALL_TIME = ['\n{"name": "get_time", "arguments": ', '{"timezone": ', '"Europe/', 'Paris"}}\n']
-_ANSWER = ["Hello! ", "How can ", "I help?"]
-
-# selector -> the pieces greedy decoding emits (then <|im_end|>). Pieces of one character are that byte's token.
-# With thinking on (the default, as Qwen3), a tool script reasons first, so a reasoning parser ends before the tool
-# call; with enable_thinking false it calls at once (and a reasoning parser never sees </think>).
-SCRIPTS: dict[str, list[str]] = {
-    "call": ["<think>", "\nThe user", " wants the weather.\n", "</think>", "\n\n",
-             "<tool_call>", *_CALL_WEATHER, "</tool_call>"],
-    # the separator "\n" differs from the "\n\n" after </think>, so the second <tool_call> follows another token
-    "parallel": ["<think>", "\nThe user", " wants weather", " and time.\n", "</think>", "\n\n",
-                 "<tool_call>", *_CALL_WEATHER, "</tool_call>", "\n", "<tool_call>", *_CALL_TIME, "</tool_call>"],
-    "call_direct": ["<tool_call>", *_CALL_WEATHER, "</tool_call>"],
-    # the separator "\n\n" is one piece: the prompt ends with "\n", so the second <tool_call> follows another token
-    "parallel_direct": ["<tool_call>", *_CALL_WEATHER, "</tool_call>", "\n\n", "<tool_call>", *_CALL_TIME,
-                        "</tool_call>"],
-    "think": ["<think>", "\nThe user", " says hello.", " I greet", " them back.\n", "</think>", "\n\n", *_ANSWER],
-    "plain": list(_ANSWER),
-    "after_tool": ["The weather", " in Paris", " is 18", " degrees", " Celsius."],
-}  # fmt: skip
+# the hermes family's, by their old names (the default scripted model, `scripted-tiny`)
+PAD, IM_START, IM_END = HERMES.specials
+MARKERS = list(HERMES.markers)
+SPECIALS = list(HERMES.specials)
+SCRIPTS: dict[str, list[str]] = HERMES.scripts
 SCRIPT_TEXT = {name: "".join(pieces) for name, pieces in SCRIPTS.items()}
-
-# What a client should get out of each script once the engine's parsers have run (what the conformance cases check).
-_WEATHER = ("get_weather", {"city": "Paris", "unit": "celsius"})
-_TIME = ("get_time", {"timezone": "Europe/Paris"})
-TOOL_CALLS = {"call": [_WEATHER], "parallel": [_WEATHER, _TIME], "call_direct": [_WEATHER],
-              "parallel_direct": [_WEATHER, _TIME]}  # fmt: skip
-REASONING = {"think": "The user says hello. I greet them back.", "call": "The user wants the weather.",
-             "parallel": "The user wants weather and time."}  # fmt: skip
-ANSWERS = {"think": "Hello! How can I help?", "plain": "Hello! How can I help?",
-           "after_tool": "The weather in Paris is 18 degrees Celsius."}  # fmt: skip
-
-# The last two tokens a generation prompt can end with: "assistant\n", or the empty think block of enable_thinking false.
-_PROMPT_ENDINGS = [("t", "\n"), ("\n", "\n")]
-
-# ChatML with hermes tool calls and <think> blocks (the shape of Qwen3's template, so vLLM's hermes and qwen3 parsers
-# and llama.cpp's template analysis see what they know). The selector is rendered only in the generation prompt.
-CHAT_TEMPLATE = (
-    "{%- macro text(content) -%}"
-    "{%- if content is string -%}{{ content }}"
-    "{%- elif content is iterable and content is not mapping -%}"
-    "{%- for part in content -%}{%- if part is mapping and part['type'] == 'text' -%}{{ part['text'] }}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{%- endmacro -%}"
-    "{%- if tools -%}"
-    "{{- '<|im_start|>system\\n' -}}"
-    "{%- if messages and messages[0]['role'] == 'system' -%}{{- text(messages[0]['content']) + '\\n\\n' -}}{%- endif -%}"
-    "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with "
-    "function signatures within <tools></tools> XML tags:\\n<tools>' -}}"
-    "{%- for tool in tools -%}{{- '\\n' -}}{{- tool | tojson -}}{%- endfor -%}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
-    '<tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}'
-    "\\n</tool_call><|im_end|>\\n' -}}"
-    "{%- elif messages and messages[0]['role'] == 'system' -%}"
-    "{{- '<|im_start|>system\\n' + text(messages[0]['content']) + '<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- for message in messages -%}"
-    "{%- if message['role'] == 'system' and loop.first -%}"
-    "{%- elif message['role'] == 'assistant' -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if message.get('reasoning_content') -%}"
-    "{{- '<think>\\n' + message['reasoning_content'] + '\\n</think>\\n\\n' -}}"
-    "{%- endif -%}"
-    "{{- text(message['content']) -}}"
-    "{%- if message.get('tool_calls') -%}"
-    "{%- for tool_call in message['tool_calls'] -%}"
-    "{%- set call = tool_call['function'] if tool_call.get('function') else tool_call -%}"
-    "{%- if not loop.first or message['content'] -%}{{- '\\n' -}}{%- endif -%}"
-    "{{- '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' -}}"
-    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
-    "{%- endif -%}"
-    "{{- '}\\n</tool_call>' -}}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- elif message['role'] == 'tool' -%}"
-    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
-    "{{- '\\n<tool_response>\\n' + text(message['content']) + '\\n</tool_response>' -}}"
-    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
-    "{%- else -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + text(message['content']) + '<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{%- set direct = '_direct' if enable_thinking is defined and enable_thinking is false else '' -%}"
-    "{%- if messages and messages[-1]['role'] == 'tool' -%}{%- set script = 'after_tool' -%}"
-    "{%- elif tools and tools | length > 1 -%}{%- set script = 'parallel' + direct -%}"
-    "{%- elif tools -%}{%- set script = 'call' + direct -%}"
-    "{%- elif direct -%}{%- set script = 'plain' -%}"
-    "{%- else -%}{%- set script = 'think' -%}"
-    "{%- endif -%}"
-    "{{- '<|script:' + script + '|><|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}{%- endif -%}"
-    "{%- endif -%}"
-)
+CHAT_TEMPLATE = HERMES.template
 
 SCRIPTED_MODEL_SPEC: dict = {
     "architecture": "LlamaForCausalLM",
@@ -187,60 +95,98 @@ SCRIPTED_FILE_NAMES = ("config.json", "generation_config.json", "model.safetenso
                        "tokenizer.json", "tokenizer_config.json")  # fmt: skip
 
 
-def _pieces() -> list[str]:
-    """The multi-character script pieces that are not markers, in first-use order (their vocabulary order)."""
+def _added(fam: Family) -> list[str]:
+    """The added tokens, in vocabulary order: specials, markers, selectors."""
+    return [*fam.specials, *fam.markers, *SELECTOR_TOKENS]
+
+
+def _pieces(fam: Family = HERMES) -> list[str]:
+    """The multi-character script pieces that are not added tokens, in first-use order (their vocabulary order)."""
     seen: list[str] = []
-    for pieces in SCRIPTS.values():
-        for p in pieces:
-            if len(p.encode("utf-8")) > 1 and p not in MARKERS and p not in seen:
+    added = set(_added(fam))
+    for name in SELECTORS:
+        for p in fam.scripts[name]:
+            if len(p.encode("utf-8")) > 1 and p not in added and p not in seen:
                 seen.append(p)
     return seen
 
 
-def vocabulary() -> list[str]:
+def vocabulary(fam: Family = HERMES) -> list[str]:
     """Token id -> its text: 256 bytes (as latin-1 stand-ins for the byte), specials, markers, selectors, pieces."""
-    return [bytes([b]).decode("latin-1") for b in range(256)] + SPECIALS + MARKERS + SELECTOR_TOKENS + _pieces()
+    return [bytes([b]).decode("latin-1") for b in range(256)] + _added(fam) + _pieces(fam)
 
 
-def _ids() -> dict[str, int]:
-    vocab = vocabulary()
+def _ids(fam: Family = HERMES) -> dict[str, int]:
+    vocab = vocabulary(fam)
     out = {t: i for i, t in enumerate(vocab[256:], start=256)}
     return out
 
 
-def encode_script(name: str) -> list[int]:
-    """The token ids greedy decoding emits for a script, <|im_end|> included."""
-    ids = _ids()
+def encode_script(name: str, fam: Family = HERMES) -> list[int]:
+    """The token ids greedy decoding emits for a script, the end token included."""
+    ids = _ids(fam)
     out = []
-    for p in SCRIPTS[name]:
+    for p in fam.scripts[name]:
         out.append(ids[p] if p in ids else p.encode("utf-8")[0])
-    return out + [ids[IM_END]]
+    return out + [ids[fam.eos]]
+
+
+def check_family(fam: Family) -> None:
+    """ValueError naming the family (and the script) when its description cannot be built: a script missing or
+    empty, an end token that is not a special, added tokens that repeat or are one character (that byte's token), or
+    a piece that holds an added token's text (a parser that looks the marker up by id would never see it)."""
+    where = f"family {fam.name}"
+    missing = [s for s in SELECTORS if not fam.scripts.get(s)]
+    if missing:
+        raise ValueError(f"{where}: script {missing[0]} missing or empty")
+    if fam.eos not in fam.specials or len(fam.specials) < 2:
+        raise ValueError(f"{where}: the end token {fam.eos!r} must be one of two or more specials")
+    added = _added(fam)
+    for t in added:
+        if added.count(t) > 1:
+            raise ValueError(f"{where}: added token {t!r} is listed twice (specials, markers and selectors are one "
+                             "vocabulary)")  # fmt: skip
+        if len(t.encode("utf-8")) < 2:
+            raise ValueError(f"{where}: added token {t!r} collides with the byte token of the same character")
+    for s in SELECTORS:
+        for piece in fam.scripts[s]:
+            if piece not in added and any(t in piece for t in added):
+                inside = next(t for t in added if t in piece)
+                raise ValueError(f"{where}, script {s}: piece {piece!r} holds the added token {inside!r}: write the "
+                                 "token as a piece of its own")  # fmt: skip
+    for prev, cur in fam.prompt_endings:
+        if len(prev.encode("utf-8")) != 1 or len(cur.encode("utf-8")) != 1:
+            raise ValueError(f"{where}: a prompt ending is two one-byte characters, not {(prev, cur)!r}")
 
 
 def _byte_id(ch: str) -> int:
     return ch.encode("utf-8")[0]
 
 
-def _rules() -> list[tuple[int, int, int, int]]:
+def _rules(fam: Family) -> list[tuple[int, int, int, int]]:
     """(selector index, previous id, current id, next id) for every step of every script."""
     rules = []
     for s_index, name in enumerate(SELECTORS):
-        seq = encode_script(name)
-        for prev_ch, cur_ch in _PROMPT_ENDINGS:
+        seq = encode_script(name, fam)
+        for prev_ch, cur_ch in fam.prompt_endings:
             rules.append((s_index, _byte_id(prev_ch), _byte_id(cur_ch), seq[0]))
-        prev = _byte_id("\n")  # the prompt's last token, in every ending
+        prev = _byte_id(fam.prompt_endings[0][1])  # the prompt's last token, the same in every ending
         for i in range(len(seq) - 1):
             rules.append((s_index, prev, seq[i], seq[i + 1]))
             prev = seq[i]
     return rules
 
 
-def check_rules() -> list[tuple[int, int, int, int]]:
-    """The rule table, deduplicated; ValueError when one context would need two next tokens."""
+def check_rules(fam: Family = HERMES) -> list[tuple[int, int, int, int]]:
+    """The rule table, deduplicated; ValueError naming the family and the script when one context would need two
+    next tokens, or when the family's description does not hold together (see check_family)."""
+    check_family(fam)
+    vocab = vocabulary(fam)
     table: dict[tuple[int, int, int], int] = {}
-    for s, p, c, n in _rules():
+    for s, p, c, n in _rules(fam):
         if table.setdefault((s, p, c), n) != n:
-            raise ValueError(f"script {SELECTORS[s]}: context ({p}, {c}) needs both {table[(s, p, c)]} and {n}")
+            raise ValueError(f"family {fam.name}, script {SELECTORS[s]}: after {vocab[p]!r} {vocab[c]!r} it needs both "
+                             f"{vocab[table[(s, p, c)]]!r} and {vocab[n]!r} next")  # fmt: skip
     return [(s, p, c, n) for (s, p, c), n in table.items()]
 
 
@@ -251,13 +197,13 @@ _SUCCESSOR = {'"': ":", ":": "a", "a": "b", "b": "c", "c": '"'}
 _BIAS = {'"': 3.0, "}": 2.8, "]": 2.6, ":": 2.5, "0": 2.4, ",": 2.2, "a": 1.5, " ": 0.5, "\n": 0.4}
 
 
-def _shape() -> dict[str, int]:
-    v = len(vocabulary())
+def _shape(fam: Family = HERMES) -> dict[str, int]:
+    v = len(vocabulary(fam))
     n_prev = math.ceil(v / 64)  # previous-token heads: 64 value dims each, together one-hot of every token
     n_kv = n_prev + 1  # + the selector head
     width = 1 + 3 * v + len(SELECTORS)  # const, A, B, S, C
     n_heads = n_kv * math.ceil(width / (64 * n_kv))
-    n_rules = len(check_rules())
+    n_rules = len(check_rules(fam))
     inter = 64 * math.ceil((n_rules + v) / 64)
     return {"vocab": v, "n_prev": n_prev, "n_kv": n_kv, "n_heads": n_heads, "hidden": 64 * n_heads,
             "intermediate": inter}  # fmt: skip
@@ -269,14 +215,14 @@ def _positional_margin(theta: np.ndarray, pairs: int, max_len: int) -> float:
     return float(score[1] - np.max(np.delete(score, 1)))
 
 
-def scripted_weights() -> dict[str, np.ndarray]:
+def scripted_weights(fam: Family = HERMES) -> dict[str, np.ndarray]:
     """The HF tensors (float32 little-endian, [out, in]) of the construction in the module docstring."""
-    s, dims = SCRIPTED_MODEL_SPEC, _shape()
+    s, dims = SCRIPTED_MODEL_SPEC, _shape(fam)
     v, hd, hidden, n_heads, n_kv = dims["vocab"], s["head_dim"], dims["hidden"], dims["n_heads"], dims["n_kv"]
     group = n_heads // n_kv
     a0, b0, s0 = 1, 1 + v, 1 + 2 * v
     c0 = s0 + len(SELECTORS)
-    ids = _ids()
+    ids = _ids(fam)
     f64 = np.float64
 
     embed = np.zeros((v, hidden), f64)
@@ -316,7 +262,7 @@ def scripted_weights() -> dict[str, np.ndarray]:
 
     # after attention: const 1, A 1, B ~1, S ~1 (0 without a selector): the norm sees roughly sqrt(4 / hidden)
     ln2 = np.full(hidden, math.sqrt(4.0 / hidden))
-    rules = check_rules()
+    rules = check_rules(fam)
     gate_w = np.zeros((dims["intermediate"], hidden), f64)
     up_w = np.zeros((dims["intermediate"], hidden), f64)
     down_w = np.zeros((hidden, dims["intermediate"]), f64)
@@ -329,9 +275,10 @@ def scripted_weights() -> dict[str, np.ndarray]:
         up_w[u, 0] = 1.0
         down_w[c0 + nxt, u] = 2.0 / g
     default_weight = s["default_logit"] / s["rule_logit"]
+    vocab = vocabulary(fam)
     for t in range(v):  # one unit per current token: its default successor
         u = len(rules) + t
-        succ = _SUCCESSOR.get(vocabulary()[t], "a") if t < 256 else "a"
+        succ = _SUCCESSOR.get(vocab[t], "a") if t < 256 else "a"
         gate_w[u, a0 + t] = g
         gate_w[u, 0] = -0.5 * g
         up_w[u, 0] = 1.0
@@ -364,17 +311,17 @@ def scripted_weights() -> dict[str, np.ndarray]:
     return {k: np.ascontiguousarray(w.astype("<f4")) for k, w in out.items()}
 
 
-def config() -> dict:
+def config(fam: Family = HERMES) -> dict:
     """config.json's content (and the shape the GGUF writer reads)."""
-    s, dims = SCRIPTED_MODEL_SPEC, _shape()
-    ids = _ids()
+    s, dims = SCRIPTED_MODEL_SPEC, _shape(fam)
+    ids = _ids(fam)
     return {
         "architectures": [s["architecture"]],
         "attention_bias": False,
         "attention_dropout": 0.0,
         "bos_token_id": None,
-        "eos_token_id": ids[IM_END],
-        "pad_token_id": ids[PAD],
+        "eos_token_id": ids[fam.eos],
+        "pad_token_id": ids[fam.pad],
         "head_dim": s["head_dim"],
         "hidden_act": "silu",
         "hidden_size": dims["hidden"],
@@ -397,9 +344,9 @@ def config() -> dict:
     }
 
 
-def _added_tokens() -> list[dict]:
-    ids = _ids()
-    special = set(SPECIALS) | set(SELECTOR_TOKENS)
+def _added_tokens(fam: Family) -> list[dict]:
+    ids = _ids(fam)
+    special = set(fam.specials) | set(SELECTOR_TOKENS)
     return [
         {
             "id": ids[t],
@@ -410,7 +357,7 @@ def _added_tokens() -> list[dict]:
             "normalized": False,
             "special": t in special,
         }  # fmt: skip
-        for t in SPECIALS + MARKERS + SELECTOR_TOKENS
+        for t in _added(fam)
     ]
 
 
@@ -420,37 +367,37 @@ def byte_level(text: str) -> str:
     return "".join(b2u[b] for b in text.encode("utf-8"))
 
 
-def vocab_strings() -> list[str]:
+def vocab_strings(fam: Family = HERMES) -> list[str]:
     """Token id -> its string in tokenizer.json (and GGUF): bytes and pieces in the ByteLevel alphabet."""
-    vocab = vocabulary()
-    added = set(SPECIALS + MARKERS + SELECTOR_TOKENS)
+    vocab = vocabulary(fam)
+    added = set(_added(fam))
     b2u = bytes_to_unicode()
     return [b2u[i] if i < 256 else (t if t in added else byte_level(t)) for i, t in enumerate(vocab)]
 
 
 # llama.cpp's loader refuses an empty merge list; this one never applies (BPE starts from single characters)
-NEVER_MERGE = f"{IM_START} {IM_END}"
+NEVER_MERGE = HERMES.never_merge
 
 
-def token_kinds() -> list[str]:
+def token_kinds(fam: Family = HERMES) -> list[str]:
     """Token id -> its GGUF kind: bytes and pieces normal, specials and selectors control, markers user_defined (always
     matched whole in a prompt, and printed)."""
-    vocab = vocabulary()
-    control = set(SPECIALS) | set(SELECTOR_TOKENS)
-    return ["control" if t in control else "user_defined" if t in MARKERS else "normal" for t in vocab]
+    vocab = vocabulary(fam)
+    control = set(fam.specials) | set(SELECTOR_TOKENS)
+    return ["control" if t in control else "user_defined" if t in fam.markers else "normal" for t in vocab]
 
 
-def _tokenizer_json() -> dict:
-    vocab = {t: i for i, t in enumerate(vocab_strings())}
+def _tokenizer_json(fam: Family) -> dict:
+    vocab = {t: i for i, t in enumerate(vocab_strings(fam))}
     # the pieces are never produced by encoding: prompts are bytes, markers and specials
-    return tokenizer_json(vocab, _added_tokens(), None)
+    return tokenizer_json(vocab, _added_tokens(fam), None)
 
 
-def scripted_files() -> dict[str, bytes]:
-    """Relative file name -> exact bytes of every file of the scripted model."""
-    ids = _ids()
-    generation_config = {"eos_token_id": ids[IM_END], "pad_token_id": ids[PAD]}
-    specials = {"eos_token": IM_END, "pad_token": PAD}
+def scripted_files(fam: Family = HERMES) -> dict[str, bytes]:
+    """Relative file name -> exact bytes of every file of the family's scripted model."""
+    ids = _ids(fam)
+    generation_config = {"eos_token_id": ids[fam.eos], "pad_token_id": ids[fam.pad]}
+    specials = {"eos_token": fam.eos, "pad_token": fam.pad}
     tokenizer_config = {
         **specials,
         "bos_token": None,
@@ -458,28 +405,29 @@ def scripted_files() -> dict[str, bytes]:
         "add_bos_token": False,
         "added_tokens_decoder": {
             str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
-            for t in _added_tokens()
+            for t in _added_tokens(fam)
         },
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": fam.template,
         "clean_up_tokenization_spaces": False,
         "model_input_names": ["input_ids", "attention_mask"],
         "model_max_length": SCRIPTED_MODEL_SPEC["max_position_embeddings"],
         "tokenizer_class": "PreTrainedTokenizerFast",
     }
     return {
-        "config.json": dumps(config()),
+        "config.json": dumps(config(fam)),
         "generation_config.json": dumps(generation_config),
-        "model.safetensors": safetensors_bytes(scripted_weights()),
+        "model.safetensors": safetensors_bytes(scripted_weights(fam)),
         "special_tokens_map.json": dumps(specials),
-        "tokenizer.json": dumps(_tokenizer_json()),
+        "tokenizer.json": dumps(_tokenizer_json(fam)),
         "tokenizer_config.json": dumps(tokenizer_config),
     }
 
 
-def build_scripted_model(dest: Path, force: bool = False) -> str:
-    """Write the scripted model into `dest` (new or empty; with force, a scripted model built before) and return its
-    content hash."""
-    return build_model_dir(dest, scripted_files, SCRIPTED_FILE_NAMES, config(), force=force, what="scripted model")
+def build_scripted_model(dest: Path, force: bool = False, fam: Family = HERMES) -> str:
+    """Write the family's scripted model into `dest` (new or empty; with force, a scripted model built before) and
+    return its content hash."""
+    return build_model_dir(dest, lambda: scripted_files(fam), SCRIPTED_FILE_NAMES, config(fam), force=force,
+                           what=f"scripted model ({fam.name})")  # fmt: skip
 
 
 # -- a NumPy forward pass with HF Llama's semantics: proves the weights before any engine runs them -----------------
@@ -497,10 +445,10 @@ def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def next_token_logits(ids: list[int], weights: dict[str, np.ndarray] | None = None) -> np.ndarray:
+def next_token_logits(ids: list[int], weights: dict[str, np.ndarray] | None = None, fam: Family = HERMES) -> np.ndarray:
     """Logits after the last of `ids` (float64, one layer, causal attention, HF rotate-half RoPE)."""
-    s, cfg = SCRIPTED_MODEL_SPEC, config()
-    w = {k: a.astype(np.float64) for k, a in (weights or scripted_weights()).items()}
+    s, cfg = SCRIPTED_MODEL_SPEC, config(fam)
+    w = {k: a.astype(np.float64) for k, a in (weights or scripted_weights(fam)).items()}
     hd, nh, nkv = s["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     x = w["model.embed_tokens.weight"][ids]
     p = "model.layers.0."
@@ -526,13 +474,13 @@ def next_token_logits(ids: list[int], weights: dict[str, np.ndarray] | None = No
     return _rms(x_last, w["model.norm.weight"], s["rms_norm_eps"]) @ w["lm_head.weight"].T
 
 
-def greedy(prompt_ids: list[int], max_tokens: int = 64) -> list[int]:
-    """Greedy decoding with `next_token_logits` until <|im_end|> (included) or max_tokens."""
-    weights = scripted_weights()
-    eos = _ids()[IM_END]
+def greedy(prompt_ids: list[int], max_tokens: int = 64, fam: Family = HERMES) -> list[int]:
+    """Greedy decoding with `next_token_logits` until the end token (included) or max_tokens."""
+    weights = scripted_weights(fam)
+    eos = _ids(fam)[fam.eos]
     ids, out = list(prompt_ids), []
     for _ in range(max_tokens):
-        t = int(np.argmax(next_token_logits(ids, weights)))
+        t = int(np.argmax(next_token_logits(ids, weights, fam)))
         out.append(t)
         ids.append(t)
         if t == eos:
@@ -540,10 +488,10 @@ def greedy(prompt_ids: list[int], max_tokens: int = 64) -> list[int]:
     return out
 
 
-def render_ids(text: str) -> list[int]:
+def render_ids(text: str, fam: Family = HERMES) -> list[int]:
     """Encode a rendered prompt as the tokenizer does: added tokens whole, everything else byte by byte."""
-    ids = _ids()
-    added = sorted(SPECIALS + MARKERS + SELECTOR_TOKENS, key=len, reverse=True)
+    ids = _ids(fam)
+    added = sorted(_added(fam), key=len, reverse=True)
     out, i = [], 0
     while i < len(text):
         tok = next((t for t in added if text.startswith(t, i)), None)
@@ -556,8 +504,8 @@ def render_ids(text: str) -> list[int]:
     return out
 
 
-def decode(ids: list[int]) -> str:
-    vocab = vocabulary()
+def decode(ids: list[int], fam: Family = HERMES) -> str:
+    vocab = vocabulary(fam)
     raw = b"".join(vocab[t].encode("latin-1") if t < 256 else vocab[t].encode("utf-8") for t in ids)
     return raw.decode("utf-8", errors="replace")
 
@@ -567,4 +515,6 @@ def script_names() -> list[str]:
 
 
 if __name__ == "__main__":  # a quick look: python -m harness.models.scripted
-    print(json.dumps(_shape()))
+    from harness.models.families import FAMILIES
+
+    print(json.dumps({name: _shape(f) for name, f in FAMILIES.items()}))

@@ -3,7 +3,9 @@ for token (a NumPy forward pass with HF Llama's semantics, on prompts the chat t
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import jinja2
 import jinja2.ext
@@ -16,10 +18,21 @@ from harness.hashing import tree_hash
 from harness.manifest import load_manifest
 from harness.models import resolve_model, scripted
 from harness.models.catalog import build_embedded
+from harness.models.families import FAMILIES, HERMES, Family
 from harness.settings import REPO_ROOT
 
 SCRIPTED_HASH = "2b7c329d85d6ffaae908c8abc9adfd782ad3f9761a0a13e973746591fc1bd70b"
 SCRIPTED_GGUF_HASH = "b011c62018ffe80c73a06bf31ee1a4764d8268c5263f53c8f8b4d4991771f1cd"
+# family -> (safetensors, GGUF) content hashes: the same bytes on every machine
+FAMILY_HASHES = {
+    "hermes": (SCRIPTED_HASH, SCRIPTED_GGUF_HASH),
+    "qwen3_coder": ("5800966e5b23c1a6c4e49d746ae214a5c686e4cf3a0e6276d615710dfde6b810",
+                    "d784516e8d709b77078c279d4fc650edf1b006d4ecf44a5412b8ca3848c0e508"),
+    "llama3_json": ("859ddab4575753e4c5312d9ce99482fb8567b90eb2a41f1215d1b2b0f2769a06",
+                    "2f3852d4a2e1905dd5fec7169e04b27a2d8f6faf70627e1590972a9341baae2b"),
+    "pythonic": ("a3fb327a64a9b66eb2617bdeae84ccd69f82f57711281565e241f3fe3e45d4b9",
+                 "44bad84eec4e21ae3915d8917b17bcb9752cf73e3d8d32f4c1a51b444831a470"),
+}  # fmt: skip
 MANIFESTS = REPO_ROOT / "manifests"
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -39,10 +52,10 @@ REQUESTS = {
 }  # fmt: skip
 
 
-def render(**kw) -> str:
+def render(fam: Family = HERMES, **kw) -> str:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
-    return env.from_string(scripted.CHAT_TEMPLATE).render(add_generation_prompt=True, **kw)
+    return env.from_string(fam.template).render(add_generation_prompt=True, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -58,22 +71,49 @@ def test_two_builds_are_byte_identical_and_pinned(built, tmp_path):
         assert (d / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
-def test_the_gguf_build_is_pinned(tmp_path):
-    assert build_embedded("scripted-tiny", "gguf", tmp_path / "g") == SCRIPTED_GGUF_HASH
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_family_builds_pinned_in_both_formats(family, tmp_path):
+    fam = FAMILIES[family]
+    want = FAMILY_HASHES[family]
+    assert (
+        build_embedded(fam.source, "safetensors", tmp_path / "s"),
+        build_embedded(fam.source, "gguf", tmp_path / "g"),
+    ) == want
+
+
+def _family_manifests() -> list[tuple[str, Family]]:
+    """(manifest name, family) of every scripted manifest: scripted-tiny's and each family's on each engine."""
+    out = []
+    for path in sorted(MANIFESTS.glob("*-cpu-scripted*.yaml")):
+        source = yaml.safe_load(path.read_text())["model"]["source"]
+        out.append((path.stem, next(f for f in FAMILIES.values() if f.source == source)))
+    return out
 
 
 def test_the_manifests_pin_the_model_this_harness_builds():
-    for name, want in (("vllm-0.11.0-cpu-scripted", SCRIPTED_HASH), ("vllm-0.32.0-cpu-scripted", SCRIPTED_HASH),
-                       ("llamacpp-0c1e570-cpu-scripted", SCRIPTED_GGUF_HASH)):  # fmt: skip
+    seen = _family_manifests()
+    assert {f.name for _, f in seen} == set(FAMILIES)  # every family has its manifests
+    for name, fam in seen:
         doc = yaml.safe_load((MANIFESTS / f"{name}.yaml").read_text())
-        assert doc["model"] == {"source": "scripted-tiny", "sha256": want, "served_name": "tiny-scripted"}, name
+        want = FAMILY_HASHES[fam.name][1 if name.startswith("llamacpp") else 0]
+        served = "tiny-scripted" + ("" if fam is HERMES else "-" + fam.source.removeprefix("scripted-"))
+        assert doc["model"] == {"source": fam.source, "sha256": want, "served_name": served}, name
+        if not name.startswith("llamacpp"):  # vLLM runs the family's own parsers
+            args = " ".join(doc["server"]["args"])
+            assert " ".join(fam.vllm_parsers[1:]) in args, name
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("name", list(REQUESTS))
-def test_greedy_decoding_is_the_script_token_for_token(name):
-    prompt = render(**REQUESTS[name])
-    assert f"<|script:{name}|>" in prompt
-    assert scripted.greedy(scripted.render_ids(prompt), max_tokens=40) == scripted.encode_script(name)
+def test_greedy_decoding_is_the_script_token_for_token(name, family):
+    fam = FAMILIES[family]
+    prompt = render(fam, **REQUESTS[name])
+    # a family without reasoning has no thinking switch: its template picks the thinking script, the direct twin's
+    twin = {"call_direct": "call", "parallel_direct": "parallel", "plain": "think"}
+    assert f"<|script:{name if fam.reasoning else twin.get(name, name)}|>" in prompt
+    out = scripted.greedy(scripted.render_ids(prompt, fam), max_tokens=40, fam=fam)
+    assert out == scripted.encode_script(name, fam)
+    assert scripted.decode(out, fam).endswith(fam.eos)
 
 
 def test_text_outside_the_scripts_is_printable_and_never_ends_by_itself():
@@ -81,22 +121,54 @@ def test_text_outside_the_scripts_is_printable_and_never_ends_by_itself():
     assert len(out) == 12 and all(32 <= t < 127 for t in out)
 
 
-def test_the_markers_are_single_vocabulary_entries():
-    strings = scripted.vocab_strings()
-    for marker in scripted.MARKERS:
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_markers_are_single_vocabulary_entries(family):
+    fam = FAMILIES[family]
+    strings = scripted.vocab_strings(fam)
+    for marker in fam.markers:
         assert strings.count(marker) == 1, marker
-    assert scripted.token_kinds()[strings.index("<tool_call>")] == "user_defined"
+        assert scripted.token_kinds(fam)[strings.index(marker)] == "user_defined"
 
 
-def test_a_script_set_that_needs_two_next_tokens_in_one_context_is_refused(monkeypatch):
+def _with_script(fam: Family, name: str, pieces: list[str]) -> Family:
+    return dataclasses.replace(fam, scripts={**fam.scripts, name: pieces})
+
+
+def test_a_script_set_that_needs_two_next_tokens_in_one_context_is_refused():
     # "parallel_direct" with "\n" as the separator: the second <tool_call> follows the same token as the first
-    broken = dict(scripted.SCRIPTS)
-    pieces = list(broken["parallel_direct"])
+    pieces = list(HERMES.scripts["parallel_direct"])
     pieces[pieces.index("\n\n")] = "\n"
-    broken["parallel_direct"] = pieces
-    monkeypatch.setattr(scripted, "SCRIPTS", broken)
-    with pytest.raises(ValueError, match="parallel_direct"):
-        scripted.check_rules()
+    with pytest.raises(ValueError, match=re.escape("family hermes, script parallel_direct: after '\\n' '<tool_call>'")):
+        scripted.check_rules(_with_script(HERMES, "parallel_direct", pieces))
+    coder = FAMILIES["qwen3_coder"]  # both calls of a parallel script ending on the same pieces
+    pieces = list(coder.scripts["parallel"])
+    last = len(pieces) - 1 - pieces[::-1].index("</function>")
+    pieces[last : last + 2] = ["</function>\n"]
+    with pytest.raises(ValueError, match="family qwen3_coder, script parallel: after"):
+        scripted.check_rules(_with_script(coder, "parallel", pieces))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"markers": ("<tool_call>", "<")}, "family bad: added token '<' collides with the byte token"),
+        ({"markers": ("<tool_call>", "<|im_end|>")}, "family bad: added token '<|im_end|>' is listed twice"),
+        ({"eos": "<|eot_id|>"}, "family bad: the end token '<|eot_id|>' must be one of"),
+        ({"prompt_endings": (("t", "\n\n"),)}, "family bad: a prompt ending is two one-byte characters"),
+    ],
+)  # fmt: skip
+def test_a_family_whose_tokens_collide_is_refused_when_built(change, message, tmp_path):
+    fam = dataclasses.replace(HERMES, name="bad", **change)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        scripted.build_scripted_model(tmp_path / "m", fam=fam)
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_piece_that_holds_a_marker_or_a_missing_script_is_refused_naming_the_script():
+    with pytest.raises(ValueError, match=re.escape("family hermes, script call_direct: piece '<tool_call>\\n{' holds")):
+        scripted.check_rules(_with_script(HERMES, "call_direct", ["<tool_call>\n{", "}"]))
+    with pytest.raises(ValueError, match="family hermes: script plain missing or empty"):
+        scripted.check_rules(_with_script(HERMES, "plain", []))
 
 
 def test_a_scripted_model_directory_changed_by_one_byte_is_refused_by_its_hash(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.client.sse import decode_json
 from harness.conformance.view import StreamView, choices
-from harness.models.scripted import MARKERS
+from harness.models.families import CALL_MARKUP
 
 __all__ = [
     "call_function",
@@ -27,7 +27,7 @@ def call_function(call: Any) -> dict[str, Any]:
 
 
 def has_markup(text: Any) -> bool:
-    return isinstance(text, str) and any(m in text for m in MARKERS)
+    return isinstance(text, str) and any(m in text for m in CALL_MARKUP)
 
 
 def call_list(message: dict) -> list[Any]:

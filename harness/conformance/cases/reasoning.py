@@ -6,7 +6,7 @@ With thinking on (the template's default, as Qwen3's) the scripted model answers
 field that is (`reasoning_content`, renamed `reasoning` by vLLM around 0.12, the old name removed in 0.16) is the
 observation of `reasoning.field`; the other cases check where the text goes, whatever the field is called. Text is
 compared without surrounding whitespace (engines differ in the newlines they keep around a think block; the raw
-values are in the evidence). On any other model (`ctx.scripted` false) the contract that holds for any model is
+values are in the evidence). On any other model (`ctx.scripted_reasoning` false) the contract that holds for any model is
 judged: the reasoning in its field and not in content, no think marker in either, reasoning deltas before content,
 a cut answer billed in full; where no reasoning came back the verdict is `inconclusive`, with what the model did.
 """
@@ -209,7 +209,7 @@ async def reasoning_field(ctx) -> Check:
         return problem
     m = msg or {}
     names = field_names(m)
-    if not names and not ctx.scripted:  # another model that gave no reasoning: no field to see
+    if not names and not ctx.scripted_reasoning:  # another model that gave no reasoning: no field to see
         return _no_reasoning(m)
     present = [f for f in REASONING_FIELDS if f in m]  # a null key still tells a client what the schema carries
     return info("+".join(names) if names else "none", {f: m.get(f) for f in present}, note=f"keys present: {present}")
@@ -220,13 +220,15 @@ async def reasoning_split(ctx) -> Check:
     msg, _, problem = message_of(await ctx.probe("reasoning"))
     if problem is not None:
         return problem
-    return judge_split(msg or {}, REASONING["think"], ANSWERS["think"]) if ctx.scripted else judge_any_split(msg or {})
+    if ctx.scripted_reasoning:
+        return judge_split(msg or {}, REASONING["think"], ANSWERS["think"])
+    return judge_any_split(msg or {})
 
 
 @case("reasoning.stream", "streamed: reasoning deltas first, then content deltas; each adds up to the text")
 async def reasoning_stream(ctx) -> Check:
     view = from_trace(await ctx.probe("reasoning.stream"))
-    if ctx.scripted:
+    if ctx.scripted_reasoning:
         return judge_reasoning_stream(view, REASONING["think"], ANSWERS["think"])
     return judge_any_reasoning_stream(view)
 
@@ -241,9 +243,9 @@ async def reasoning_usage(ctx) -> Check:
     doc, _ = t.body_json()
     usage = doc.get("usage") if isinstance(doc, dict) else None
     got = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if not ctx.scripted:
+    if not ctx.scripted_reasoning:
         return judge_any_usage(doc, got)
-    whole = len(encode_script("think")) - 1  # the script's tokens, without the end-of-turn token
+    whole = len(encode_script("think", ctx.family)) - 1  # the script's tokens, without the end-of-turn token
     if not isinstance(got, int):
         return failed("no-usage", "usage.completion_tokens", usage)
     if got < whole:
@@ -278,7 +280,7 @@ async def reasoning_disabled(ctx) -> Check:
         return problem
     m = msg or {}
     text, content = reasoning_of(m), m.get("content")
-    if not ctx.scripted:
+    if not ctx.scripted_reasoning:
         return await _any_disabled(ctx, text, content)
     if text and ANSWERS["plain"] in text:
         return failed("answer-in-reasoning", {"content": ANSWERS["plain"]}, {"reasoning": text, "content": content})
@@ -309,7 +311,7 @@ async def reasoning_with_tools(ctx) -> Check:
         return problem
     m = msg or {}
     text = reasoning_of(m)
-    if not ctx.scripted:
+    if not ctx.scripted_reasoning:
         return judge_any_with_tools(m)
     if not text:
         return failed("no-reasoning", REASONING["call"], {f: m.get(f) for f in ("content", *REASONING_FIELDS)})
@@ -344,6 +346,6 @@ async def reasoning_no_parser(ctx) -> Check:
     m = msg or {}
     content, text = m.get("content"), reasoning_of(m)
     where = "content" if _has_markers(content) else "reasoning" if text else "neither"
-    if where == "neither" and not ctx.scripted:  # another model wrote no think block: nothing to see
+    if where == "neither" and not ctx.scripted_reasoning:  # another model wrote no think block: nothing to see
         return inconclusive("no-think-block", content, note=f"sent {sorted(extra)}; the model wrote no think block")
     return info(f"think-block-in-{where}", {"content": content, "reasoning": text}, note=f"sent {sorted(extra)}")

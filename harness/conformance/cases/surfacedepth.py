@@ -19,7 +19,7 @@ from harness.conformance.cases.responses import response_text
 from harness.conformance.cases.streamequal import json_value, messages_outcome, responses_outcome
 from harness.conformance.model import Check, Deviations, absent_problem, failed, passed
 from harness.conformance.registry import case
-from harness.models.scripted import ANSWERS, MARKERS
+from harness.models.families import ANSWERS, CALL_MARKUP
 from harness.shown import shown
 
 __all__ = [
@@ -55,7 +55,7 @@ NO_SUCH_ENDPOINT = "harness-no-such-endpoint"
 
 
 def _markup(text: Any) -> bool:
-    return isinstance(text, str) and any(m in text for m in MARKERS)
+    return isinstance(text, str) and any(m in text for m in CALL_MARKUP)
 
 
 def answer_of(trace: Trace) -> tuple[dict[str, Any] | None, Check | None]:

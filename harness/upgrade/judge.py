@@ -12,6 +12,7 @@
               changed engine defaults (`*_info` label values), conformance not run, a manifest flag the new release
               deprecates, an error case's error object with another status, shape, type, code or param
     info      the new release's added, gone (unused) flags and changed defaults, an argument surface not read here,
+              conformance cases run on one side only (`missing` on the other: another case set, never `absent`),
               an error message's changed wording,
               locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
               declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
@@ -258,14 +259,16 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
 
 
 def _one_side(conf: dict[str, Any]) -> list[Reason]:
-    """Cases run on one side only (the two sides ran other case sets): nothing to compare, said as information."""
+    """Cases run on one side only (the two sides ran other case sets, e.g. another model or manifest): nothing to
+    compare, said as information, never as an endpoint removed."""
     old_only = [r["id"] for r in conf["cases"] if r["new"] == MISSING and r["old"] != MISSING]
     new_only = [r["id"] for r in conf["cases"] if r["old"] == MISSING and r["new"] != MISSING]
     out = []
+    why = "(the sides ran other case sets, e.g. another model or manifest)"
     if old_only:
-        out.append(_reason("info", "conformance: cases run on the old side only: " + ", ".join(old_only)))
+        out.append(_reason("info", f"conformance: not run on the new side {why}: " + ", ".join(old_only)))
     if new_only:
-        out.append(_reason("info", "conformance: cases run on the new side only: " + ", ".join(new_only)))
+        out.append(_reason("info", f"conformance: not run on the old side {why}: " + ", ".join(new_only)))
     return out
 
 

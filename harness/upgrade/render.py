@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from harness.shown import md_code, md_text, shown_lines
-from harness.upgrade.model import Report
+from harness.upgrade.model import MISSING, Report
 
 __all__ = ["render_markdown"]
 
@@ -194,6 +194,12 @@ def _conformance(c: dict[str, Any]) -> list[str]:
             "`inconclusive`: the model did not do what the case needs on that side (it answered in text where a tool "
             "call was wanted; no reasoning came back): not judged there, so a change to or from it is for review, "
             "never a regression.",
+            "",
+        ]
+    if any(MISSING in (r["old"], r["new"]) for r in diff):
+        head += [
+            "`missing`: the case was not run on that side (the sides ran other case sets, e.g. another model or "
+            "manifest): nothing to compare, never an endpoint removed (that is `absent`).",
             "",
         ]
     if any(r["new"] == "quirk-absent" for r in diff):

@@ -38,7 +38,8 @@ def conformance_of(
     aborted: str | None = None,
 ) -> dict[str, Any]:
     """A side's conformance findings from its case results (a suite run's, or a saved conformance.json's `cases`):
-    per case the verdict, level, tags, note and requirement, and the error body an error case saw."""
+    per case the verdict, level, tags, note and requirement, the error body an error case saw, and for a case judged
+    more than once (`conform --repeat N`) its rate: `repeat` {n, class, k, outcomes: [{verdict, behaviours, count}]}."""
     from harness.conformance.model import Verdict
 
     cases: dict[str, Any] = {}
@@ -49,6 +50,12 @@ def conformance_of(
                            "behaviours": list(r.behaviours), "note": r.note, "requirement": r.requirement}  # fmt: skip
         if isinstance(r.extra.get("error_body"), dict):  # the error seen, for error_body_changes
             c["error_body"] = r.extra["error_body"]
+        if isinstance(r.repeat, dict):
+            c["repeat"] = {k: r.repeat.get(k) for k in ("n", "class", "k")} | {
+                "outcomes": [
+                    {k: o.get(k) for k in ("verdict", "behaviours", "count")} for o in r.repeat.get("outcomes") or []
+                ]
+            }
     return {
         "available": True,
         "expectations": expectations,

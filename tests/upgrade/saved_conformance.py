@@ -1,5 +1,5 @@
 """Saved conformance results for the upgrade's unit tests: a conformance.json written as `harness conform --out` writes
-it (SuiteDocument), read back as the upgrade reads a side."""
+it (SuiteDocument, one sample per case, or `--repeat N`'s merged samples), read back as the upgrade reads a side."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from harness.conformance.model import CaseResult, SuiteDocument
+from harness.conformance.repeat import merge_case
 from harness.conformance.report import read_report
 from harness.upgrade.collect import conformance_of
 
@@ -16,6 +17,11 @@ EXPECT = "vllm-0.11"
 def result(cid: str, verdict: str, *tags: str, level: str = "MUST") -> CaseResult:
     return CaseResult(id=cid, level=level, requirement="r", verdict=verdict, behaviour=tags[0] if tags else "",
                       behaviours=list(tags))  # fmt: skip
+
+
+def repeated(cid: str, samples: list[tuple[str, ...]], level: str = "MUST") -> CaseResult:
+    """A case judged len(samples) times (each sample: the verdict, then its tags), merged as `conform --repeat` does."""
+    return merge_case([result(cid, v, *tags, level=level) for v, *tags in samples], len(samples))
 
 
 def save(path: Path, results: list[CaseResult]) -> Path:

@@ -59,19 +59,17 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "harness_case(id): a conformance case run by the harness plugin")
     url = get_settings(config)["harness_url"]
     if url:
+        from harness.conformance.expectations import required_expectation
         from harness.errors import HarnessError
         from harness.net import loopback_url
 
         try:
             config.stash[URL_KEY] = loopback_url(url, what=_source(config, "harness_url"))
+            # the rule of `conform --url`: a server of unknown kind is never judged by the plain reference silently
+            required_expectation(get_settings(config)["harness_expect"], option="--harness-expect",
+                                 target=_source(config, "harness_url"))  # fmt: skip
         except HarnessError as exc:
             raise pytest.UsageError(f"harness: {exc.one_line()}") from None
-        # as `conform --url` does: a server of unknown kind is never judged by the plain reference silently
-        if not get_settings(config)["harness_expect"]:
-            raise pytest.UsageError(
-                f"harness: {_source(config, 'harness_url')} needs --harness-expect NAME (HARNESS_EXPECT; "
-                "`openai` for the plain OpenAI reference)"
-            )
 
 
 class HarnessCaseItem(pytest.Item):

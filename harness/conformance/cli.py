@@ -237,7 +237,7 @@ def _seconds(value: float | None, flag: str, most: float = math.inf) -> float | 
 def cmd_conform(args: argparse.Namespace) -> int:
     from harness.conformance.case import provided_by
     from harness.conformance.evidence import MAX_STREAM_S_SAVED
-    from harness.conformance.expectations import default_expectation, load_expectations
+    from harness.conformance.expectations import default_expectation, load_expectations, required_expectation
     from harness.conformance.report import print_table
     from harness.conformance.runner import new_ctx
     from harness.net import loopback_url, redact_url
@@ -263,9 +263,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if mode == "--url":
         url = loopback_url(args.url)  # the one loopback rule: parsed address, before any socket
         gw = _gateway_args(args)
-        if not args.expect:
-            raise UsageError("--expect NAME is required with --url")
-        exp = load_expectations(args.expect)
+        exp = load_expectations(required_expectation(args.expect))
         key = api_key_from_env(args.api_key_env)
         if args.compare_direct:
             if _repeat_args(args)[0] > 1:

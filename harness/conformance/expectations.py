@@ -53,6 +53,7 @@ __all__ = [
     "EXPECTATIONS_DIR",
     "available",
     "default_expectation",
+    "required_expectation",
     "series_name",
     "outcome_tags",
     "outcome_name",
@@ -142,6 +143,17 @@ def default_expectation(kind: str, version: str) -> str:
     raise UsageError(
         f"no expectation file for {kind} {version}: looked for {looked}; write one, or pass --expect openai to judge "
         f"against the plain OpenAI reference (available: {', '.join(names) or 'none'})"
+    )
+
+
+def required_expectation(name: str | None, *, option: str = "--expect", target: str = "--url") -> str:
+    """The expectation name given for a server of unknown kind (`conform --url`, the pytest plugin's --harness-url),
+    or a UsageError: such a server is never judged by the plain OpenAI reference silently, only with `openai` named.
+    `option` and `target` are the caller's spellings (the flag that names the file, where the URL came from)."""
+    if name:
+        return name
+    raise UsageError(
+        f"{option} NAME is required with {target} (`{option} openai` judges by the plain OpenAI reference)"
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +24,46 @@ from harness.upgrade.model import Side
 if TYPE_CHECKING:
     import httpx
 
+    from harness.conformance.model import CaseResult
     from harness.golden.prompts import PromptSet
 
-__all__ = ["collect_side"]
+__all__ = ["collect_side", "conformance_of"]
+
+
+def conformance_of(
+    results: Iterable[CaseResult],
+    *,
+    expectations: str,
+    expectations_file: str | None = None,
+    aborted: str | None = None,
+) -> dict[str, Any]:
+    """A side's conformance findings from its case results (a suite run's, or a saved conformance.json's `cases`):
+    per case the verdict, level, tags, note and requirement, the error body an error case saw, and for a case judged
+    more than once (`conform --repeat N`) its rate: `repeat` {n, class, k, outcomes: [{verdict, behaviours, count}]}."""
+    from harness.conformance.model import Verdict
+
+    cases: dict[str, Any] = {}
+    counts = {v.value: 0 for v in Verdict}
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        c = cases[r.id] = {"verdict": r.verdict, "level": r.level, "behaviour": r.behaviour,
+                           "behaviours": list(r.behaviours), "note": r.note, "requirement": r.requirement}  # fmt: skip
+        if isinstance(r.extra.get("error_body"), dict):  # the error seen, for error_body_changes
+            c["error_body"] = r.extra["error_body"]
+        if isinstance(r.repeat, dict):
+            c["repeat"] = {k: r.repeat.get(k) for k in ("n", "class", "k")} | {
+                "outcomes": [
+                    {k: o.get(k) for k in ("verdict", "behaviours", "count")} for o in r.repeat.get("outcomes") or []
+                ]
+            }
+    return {
+        "available": True,
+        "expectations": expectations,
+        "expectations_file": expectations_file or "(the OpenAI reference)",
+        "cases": cases,
+        "counts": counts,
+        "aborted": aborted,
+    }
 
 
 def _run_conformance(engine: Any, expectations: str, ids: list[str] | None = None) -> dict[str, Any]:
@@ -52,22 +89,7 @@ def _run_conformance(engine: Any, expectations: str, ids: list[str] | None = Non
         )
         info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version}
         report = run_suite_sync(ctx, engine_info=info, ids=ids)
-        cases = {}
-        for r in report.results:
-            d = r.to_dict()
-            cases[d["id"]] = {
-                k: d.get(k) for k in ("verdict", "level", "behaviour", "behaviours", "note", "requirement")
-            }
-            if isinstance((d.get("extra") or {}).get("error_body"), dict):  # the error seen, for error_body_changes
-                cases[d["id"]]["error_body"] = d["extra"]["error_body"]
-        return {
-            "available": True,
-            "expectations": exp.name,
-            "expectations_file": exp.path or "(the OpenAI reference)",
-            "cases": cases,
-            "counts": report.counts(),
-            "aborted": report.aborted,
-        }
+        return conformance_of(report.results, expectations=exp.name, expectations_file=exp.path, aborted=report.aborted)
     except Exception as exc:  # noqa: BLE001
         return {
             "available": False,

@@ -11,7 +11,7 @@ from harness.engines import PROFILES, profile_for
 from harness.errors import HarnessError, RefusedError
 from harness.manifest import Manifest
 from harness.secrets import shown_env_value
-from harness.upgrade.model import MISSING, Comparison, Side
+from harness.upgrade.model import MISSING, Comparison, Row, Side
 
 __all__ = [
     "compare_sides",
@@ -214,23 +214,26 @@ def metric_changes(old: Side, new: Side) -> dict[str, Any]:
 
 
 def conformance_changes(oc: dict[str, Any], nc: dict[str, Any]) -> dict[str, Any]:
-    """Every case's verdict on both sides (both judged under the old engine's expectations)."""
+    """Every case's verdict on both sides (both judged under the old engine's expectations); a case one side did not
+    run is MISSING there, and a side that judged the case more than once adds its rate (`old_repeat`, `new_repeat`)."""
     if not (oc.get("available") and nc.get("available")):
         return {"not_run": oc.get("reason") or nc.get("reason") or "conformance unavailable"}
     rows = []
     for cid in sorted(set(oc["cases"]) | set(nc["cases"])):
         a, b = oc["cases"].get(cid, {}), nc["cases"].get(cid, {})
-        rows.append(
-            {
-                "id": cid,
-                "level": (a or b).get("level"),
-                "old": a.get("verdict", MISSING),
-                "new": b.get("verdict", MISSING),
-                "old_behaviour": a.get("behaviour", ""),
-                "new_behaviour": b.get("behaviour", ""),
-                "new_note": b.get("note", ""),
-            }
-        )
+        row: Row = {
+            "id": cid,
+            "level": (a or b).get("level"),
+            "old": a.get("verdict", MISSING),
+            "new": b.get("verdict", MISSING),
+            "old_behaviour": a.get("behaviour", ""),
+            "new_behaviour": b.get("behaviour", ""),
+            "new_note": b.get("note", ""),
+        }
+        for side, c in (("old", a), ("new", b)):
+            if isinstance(c.get("repeat"), dict):
+                row[f"{side}_repeat"] = c["repeat"]
+        rows.append(row)
     out = {"expectations": oc.get("expectations"), "expectations_new": nc.get("expectations"), "cases": rows}
     bodies = error_body_changes(oc["cases"], nc["cases"])
     if bodies:

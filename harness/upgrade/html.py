@@ -17,6 +17,7 @@ from typing import Any
 from harness.errors import DataError
 from harness.outputs import atomic_write_text
 from harness.readers import read_json
+from harness.upgrade.model import changed, verdict_text
 
 __all__ = ["render_html", "write_html", "HTML_NAME"]
 
@@ -103,13 +104,14 @@ def _conformance(c: dict[str, Any]) -> str:
     if "not_run" in c:
         return f"<p>Not compared: {esc(c['not_run'])}</p>"
     cases = [_d(r) for r in _l(c.get("cases"))]
-    diff = [r for r in cases if r.get("old") != r.get("new")]
+    diff = [r for r in cases if changed(r)]
     exp = c.get("expectations")
     new_exp = c.get("expectations_new") or exp
     rows = [
-        [r.get("id"), r.get("level") or "", r.get("old"), r.get("new"), r.get("new_behaviour") or r.get("new_note", "")]
+        [r.get("id"), r.get("level") or "", verdict_text(r, "old"), verdict_text(r, "new"),
+         r.get("new_behaviour") or r.get("new_note", "")]
         for r in diff
-    ]
+    ]  # fmt: skip
     return f"<p>expectations: old {esc(exp)}, new {esc(new_exp)}; {len(diff)} of {len(cases)} cases change.</p>" + (
         _table(["case", "level", "old", "new", "new behaviour / note"], rows) if rows else "<p>No change.</p>"
     )

@@ -10,8 +10,12 @@
               engine kinds: one engine-change line mapping the series the harness reads), changed
               response keys (e.g. system_fingerprint appears), conformance verdict changes that are not failures,
               changed engine defaults (`*_info` label values), conformance not run, a manifest flag the new release
-              deprecates, an error case's error object with another status, shape, type, code or param
+              deprecates, an error case's error object with another status, shape, type, code or param,
+              a conformance change where either side's case is intermittent (more than one outcome over its
+              samples, or an outcome declared known intermittent), with both sides' rates: only a difference
+              stable on both sides blocks
     info      the new release's added, gone (unused) flags and changed defaults, an argument surface not read here,
+              conformance cases run on one side only (`missing` on the other: another case set, never `absent`),
               an error message's changed wording,
               locked package changes, metrics added, golden prompts all identical or equivalent, other hardware,
               declared quirks of the old engine that no longer happen on the new one (quirk -> quirk-absent: the
@@ -27,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.engines import PROFILES, profile_for
-from harness.upgrade.model import MISSING, Comparison, Reason, Side
+from harness.upgrade.model import MISSING, Comparison, Reason, Row, Side, changed, intermittent, outcomes, rates
 
 __all__ = ["judge", "RULES", "EXPECTED_BEHAVIOURS"]
 
@@ -250,22 +254,62 @@ def wire(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
 
 
 def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
-    """Verdict changes case by case, then the error cases' error objects field by field (_error_bodies)."""
+    """Verdict changes case by case, then the error cases' error objects field by field (_error_bodies). A case that
+    changed and is intermittent on either side is said by _intermittent alone (review, never blocking); the other
+    rules judge the cases stable on both sides."""
     conf = cmp.get("conformance", {})
     if "cases" not in conf:
         return [_reason("review", f"conformance not compared: {conf.get('not_run')}")]
-    return _fail_open(conf) + _served(conf) + _one_side(conf) + _verdict_changes(conf) + _error_bodies(cmp)
+    flaky = [r for r in conf["cases"] if _intermittent_change(r)]
+    ids = {r["id"] for r in flaky}
+    stable = {**conf, "cases": [r for r in conf["cases"] if r["id"] not in ids]}
+    return (
+        _fail_open(stable)
+        + _served(stable)
+        + _one_side(stable)
+        + _verdict_changes(stable)
+        + _intermittent(flaky)
+        + _error_bodies(cmp)
+    )
+
+
+def _intermittent_change(r: Row) -> bool:
+    """Run on both sides, changed (the verdict, or the verdicts seen over the samples), and intermittent on either;
+    except an endpoint served in every sample of one side and absent in every sample of the other: a stable change of
+    what is served, whatever the served side's outcomes (_served says it)."""
+    if MISSING in (r["old"], r["new"]) or not changed(r):
+        return False
+    old_absent, new_absent = ({o.get("verdict") == "absent" for o in outcomes(r, side)} for side in ("old", "new"))
+    if {True} in (old_absent, new_absent) and {False} in (old_absent, new_absent):
+        return False
+    return intermittent(r, "old") or intermittent(r, "new")
+
+
+def _intermittent(rows: list[Row]) -> list[Reason]:
+    """A change where either side's case is intermittent (more than one outcome in its samples, or an outcome the
+    expectation lists as known intermittent): a difference within a race is not a stable change, so review, one line
+    per case with both sides' rates (one sample is 1/1; `conform --repeat N` gives the rate of a race)."""
+    return [
+        _reason(
+            "review",
+            f"conformance: {r['id']} [{r.get('level') or '?'}] changed where it is intermittent (review, not a stable "
+            f"change): {rates(r, 'old')} on old; {rates(r, 'new')} on new",
+        )
+        for r in rows
+    ]
 
 
 def _one_side(conf: dict[str, Any]) -> list[Reason]:
-    """Cases run on one side only (the two sides ran other case sets): nothing to compare, said as information."""
+    """Cases run on one side only (the two sides ran other case sets, e.g. another model or manifest): nothing to
+    compare, said as information, never as an endpoint removed."""
     old_only = [r["id"] for r in conf["cases"] if r["new"] == MISSING and r["old"] != MISSING]
     new_only = [r["id"] for r in conf["cases"] if r["old"] == MISSING and r["new"] != MISSING]
     out = []
+    why = "(the sides ran other case sets, e.g. another model or manifest)"
     if old_only:
-        out.append(_reason("info", "conformance: cases run on the old side only: " + ", ".join(old_only)))
+        out.append(_reason("info", f"conformance: not run on the new side {why}: " + ", ".join(old_only)))
     if new_only:
-        out.append(_reason("info", "conformance: cases run on the new side only: " + ", ".join(new_only)))
+        out.append(_reason("info", f"conformance: not run on the old side {why}: " + ", ".join(new_only)))
     return out
 
 

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from harness.shown import md_code, md_text, shown_lines
-from harness.upgrade.model import Report
+from harness.upgrade.model import MISSING, Report, changed, intermittent, verdict_text
 
 __all__ = ["render_markdown"]
 
@@ -165,14 +165,15 @@ def _metrics(m: dict[str, Any]) -> list[str]:
 def _conformance(c: dict[str, Any]) -> list[str]:
     if "not_run" in c:
         return [f"Not compared: {_t(c['not_run'])}"]
-    diff = [r for r in c["cases"] if r["old"] != r["new"]]
+    diff = [r for r in c["cases"] if changed(r)]
     rows = [
-        [r["id"], r.get("level") or "", r["old"], r["new"], r.get("new_behaviour") or r.get("new_note", "")[:100]]
+        [r["id"], r.get("level") or "", verdict_text(r, "old"), verdict_text(r, "new"),
+         r.get("new_behaviour") or r.get("new_note", "")[:100]]
         for r in diff
-    ]
+    ]  # fmt: skip
     same: dict[str, int] = {}
     for r in c["cases"]:
-        if r["old"] == r["new"]:
+        if not changed(r):
             same[r["old"]] = same.get(r["old"], 0) + 1
     new_exp = c.get("expectations_new") or c["expectations"]
     judged = (
@@ -194,6 +195,19 @@ def _conformance(c: dict[str, Any]) -> list[str]:
             "`inconclusive`: the model did not do what the case needs on that side (it answered in text where a tool "
             "call was wanted; no reasoning came back): not judged there, so a change to or from it is for review, "
             "never a regression.",
+            "",
+        ]
+    if any(MISSING in (r["old"], r["new"]) for r in diff):
+        head += [
+            "`missing`: the case was not run on that side (the sides ran other case sets, e.g. another model or "
+            "manifest): nothing to compare, never an endpoint removed (that is `absent`).",
+            "",
+        ]
+    if any(intermittent(r, "old") or intermittent(r, "new") for r in diff):
+        head += [
+            "A rate (`pass 7/10, fail 3/10`) is every outcome of a case judged more than once on that side (`conform "
+            "--repeat N`); a change where either side is intermittent (more than one outcome, or one the expectation "
+            "lists as known intermittent) is for review: only a difference stable on both sides blocks.",
             "",
         ]
     if any(r["new"] == "quirk-absent" for r in diff):

@@ -10,6 +10,10 @@ from tests.support import netguard
 pytest_plugins = ["pytester"]
 
 
+def refusal(option: str, target: str) -> str:
+    return f"{option} NAME is required with {target} (`{option} openai` judges by the plain OpenAI reference)"
+
+
 @pytest.mark.parametrize("via", ["option", "env"])
 def test_plugin_with_a_url_and_no_expectation_refuses_before_any_socket(pytester, monkeypatch, via):
     pytester.makepyfile("def test_nothing():\n    pass\n")
@@ -22,9 +26,29 @@ def test_plugin_with_a_url_and_no_expectation_refuses_before_any_socket(pytester
         monkeypatch.delenv("HARNESS_URL", raising=False)
         r = pytester.runpytest("--harness-url", "http://127.0.0.1:9", "-p", "no:cacheprovider")
     assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str() + r.stderr.str()
-    text = r.stderr.str()
-    assert "needs --harness-expect" in text and "openai" in text
+    source = "HARNESS_URL" if via == "env" else "--harness-url"
+    line = f"ERROR: harness: {refusal('--harness-expect', source)}"
+    assert [x for x in r.stderr.lines if "harness:" in x] == [line]  # one clear line
     assert netguard.ATTEMPTS == before  # refused when pytest configures: nothing was sent
+
+
+def test_conform_with_a_url_and_no_expectation_refuses_by_the_same_rule(capsys):
+    # the plugin's refusal above is this one (harness.conformance.expectations.required_expectation), in its spellings
+    from harness.cli import main
+
+    before = list(netguard.ATTEMPTS)
+    assert main(["conform", "--url", "http://127.0.0.1:9"]) == 2
+    assert capsys.readouterr().err == f"harness: error: {refusal('--expect', '--url')}\n"
+    assert netguard.ATTEMPTS == before
+
+
+def test_plugin_with_a_url_and_an_expectation_is_configured(pytester, monkeypatch):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    monkeypatch.delenv("HARNESS_URL", raising=False)
+    monkeypatch.setenv("HARNESS_EXPECT", "openai")
+    r = pytester.runpytest("--harness-url", "http://127.0.0.1:9", "-p", "no:cacheprovider", "--collect-only", "-q")
+    assert r.ret == pytest.ExitCode.OK, r.stdout.str() + r.stderr.str()
+    assert "is required with" not in r.stderr.str()
 
 
 def test_plugin_with_a_manifest_keeps_its_default_expectation(pytester, monkeypatch):

@@ -8,12 +8,16 @@ Every family answers the same requests with the same meaning (what a client gets
 TOOL_CALLS, REASONING, ANSWERS below), written in its own format:
 
     hermes       ChatML, <tool_call>{"name": .., "arguments": {..}}</tool_call>, <think> blocks   (vLLM hermes + qwen3)
-    qwen3_coder  ChatML, <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>, <think> blocks
-                 (Qwen3-Coder, Qwen3.5/3.6; vLLM qwen3_coder / qwen3_xml + qwen3)
+    qwen3_coder  ChatML, <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>, no reasoning
+                 (Qwen3-Coder; vLLM qwen3_coder / qwen3_xml)
     llama3_json  Llama 3 headers, {"name": .., "parameters": {..}} (parallel calls joined by "; "), no reasoning
                  (Llama 3.x; vLLM llama3_json)
     pythonic     Llama 3 headers, [get_weather(city='Paris', ...), get_time(...)], no reasoning (Llama 3.2/4, Olmo;
                  vLLM pythonic)
+    deepseek_v3  DeepSeek roles, <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME + a json block,
+                 no reasoning (DeepSeek-V3-0324; vLLM deepseek_v3)
+    kimi_k2      Kimi roles, <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>
+                 {..}, no reasoning (Kimi-K2-Instruct; vLLM kimi_k2)
 
 A family without reasoning answers the thinking scripts as their direct twins (its template has no thinking switch).
 """
@@ -22,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Family", "FAMILIES", "HERMES", "SELECTORS", "SELECTOR_TOKENS", "TOOL_CALLS", "REASONING", "ANSWERS",
+__all__ = ["Family", "FAMILIES", "HERMES", "SELECTOR", "SELECTORS", "SELECTOR_TOKENS", "TOOL_CALLS", "REASONING", "ANSWERS",
            "CALL_MARKUP", "family_of_source", "SCRIPTED_SOURCES"]  # fmt: skip
 
+SELECTOR = "{selector}"  # in a prompt ending: the script's selector token (a template that ends on a special token)
 SELECTORS = ("call", "parallel", "call_direct", "parallel_direct", "think", "plain", "after_tool")
 SELECTOR_TOKENS = tuple(f"<|script:{s}|>" for s in SELECTORS)
 
@@ -52,7 +57,9 @@ class Family:
     markers: tuple[str, ...]  # added tokens the engines' parsers look up by id, printed in the output
     scripts: dict[str, list[str]]
     template: str  # the chat template (Jinja): renders <|script:NAME|> before the generation prompt
-    prompt_endings: tuple[tuple[str, str], ...]  # a generation prompt's last two tokens (one character each)
+    prompt_endings: tuple[
+        tuple[str, str], ...
+    ]  # a generation prompt's last two tokens (a character, a token, SELECTOR)
     reasoning: bool  # the scripts reason in <think> blocks (a reasoning parser splits them off)
     markup: tuple[str, ...] = ()  # call markup that is text, not a token (never left in a client's content)
     vllm_parsers: tuple[str, ...] = ()  # the server flags vLLM runs the family with
@@ -206,7 +213,7 @@ def _call_of(var: str = "tool_call") -> str:
     return f"{{%- set call = {var}['function'] if {var}.get('function') else {var} -%}}"
 
 
-# Qwen3-Coder's XML calls in ChatML (the shape of Qwen3-Coder's and Qwen3.5's templates: llama.cpp recognises it by
+# Qwen3-Coder's XML calls in ChatML (the shape of Qwen3-Coder's template, which does not think: llama.cpp recognises it by
 # <tool_call>, <function= and <parameter= with newlines between the tags; vLLM's qwen3_coder and qwen3_xml parse it).
 _QWEN3_CODER_TEMPLATE = (
     _TEXT_MACRO + "{%- if tools -%}"
@@ -224,9 +231,6 @@ _QWEN3_CODER_TEMPLATE = (
     "{%- if message['role'] == 'system' and loop.first -%}"
     "{%- elif message['role'] == 'assistant' -%}"
     "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if message.get('reasoning_content') -%}"
-    "{{- '<think>\\n' + message['reasoning_content'] + '\\n</think>\\n\\n' -}}"
-    "{%- endif -%}"
     "{{- text(message['content']) -}}"
     "{%- if message.get('tool_calls') -%}"
     "{%- for tool_call in message['tool_calls'] -%}"
@@ -252,7 +256,7 @@ _QWEN3_CODER_TEMPLATE = (
     "{%- else -%}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + text(message['content']) + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
-    "{%- endfor -%}" + _select("<|im_start|>assistant\\n", thinking=True)
+    "{%- endfor -%}" + _select("<|im_start|>assistant\\n", thinking=False)
 )
 
 # "<parameter" and its name are two pieces, as Qwen's tokenizer splits them: vLLM 0.11's qwen3_coder streaming parser
@@ -266,21 +270,18 @@ _CODER_TIME = ["\n<function=get_time>\n", "<parameter", "=timezone>\n", "Europe/
 
 QWEN3_CODER = Family(
     name="qwen3_coder", source="scripted-qwen3-coder",
-    specials=HERMES.specials, eos=HERMES.eos, markers=HERMES.markers,
-    scripts={
-        "call": [*_THINK_CALL, "<tool_call>", *_CODER_WEATHER, "</tool_call>"],
-        "parallel": [*_THINK_PARALLEL, "<tool_call>", *_CODER_WEATHER, "</tool_call>", "\n", "<tool_call>",
-                     *_CODER_TIME, "</tool_call>"],
+    specials=HERMES.specials, eos=HERMES.eos, markers=("<tool_call>", "</tool_call>"),
+    scripts=_direct_twins({
         "call_direct": ["<tool_call>", *_CODER_WEATHER, "</tool_call>"],
+        # the separator "\n\n" is one piece: the prompt ends with "\n", so the second <tool_call> follows another token
         "parallel_direct": ["<tool_call>", *_CODER_WEATHER, "</tool_call>", "\n\n", "<tool_call>", *_CODER_TIME,
                             "</tool_call>"],
-        "think": list(_THINK),
         "plain": list(_ANSWER),
         "after_tool": list(_AFTER_TOOL),
-    },
-    template=_QWEN3_CODER_TEMPLATE, prompt_endings=HERMES.prompt_endings, reasoning=True,
+    }),
+    template=_QWEN3_CODER_TEMPLATE, prompt_endings=HERMES.prompt_endings, reasoning=False,
     markup=("<function=", "<parameter=", "</function>"),
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder", "--reasoning-parser", "qwen3"),
+    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"),
     gguf_name="harness-tiny-scripted-qwen3-coder",
 )  # fmt: skip
 
@@ -397,7 +398,142 @@ PYTHONIC = Family(
     gguf_name="harness-tiny-scripted-pythonic",
 )  # fmt: skip
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (HERMES, QWEN3_CODER, LLAMA3_JSON, PYTHONIC)}
+# DeepSeek V3's tool-call tokens and roles (the shape of DeepSeek-V3-0324's template: no reasoning). The model sees two
+# tokens back, so the second call writes its type in two pieces: its name follows another context than the first's.
+_DS = {
+    "calls": "<｜tool▁calls▁begin｜>",
+    "calls_end": "<｜tool▁calls▁end｜>",
+    "call": "<｜tool▁call▁begin｜>",
+    "call_end": "<｜tool▁call▁end｜>",
+    "sep": "<｜tool▁sep｜>",
+    "outputs": "<｜tool▁outputs▁begin｜>",
+    "outputs_end": "<｜tool▁outputs▁end｜>",
+    "output": "<｜tool▁output▁begin｜>",
+    "output_end": "<｜tool▁output▁end｜>",
+}
+_DEEPSEEK_V3_TEMPLATE = (
+    _TEXT_MACRO + "{{- '<｜begin▁of▁sentence｜>' -}}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}{{- text(messages[0]['content']) -}}{%- endif -%}"
+    "{%- if tools -%}"
+    "{{- '\\n\\n## Tools\\nYou have access to the following tools:' -}}"
+    "{%- for tool in tools -%}{{- '\\n' -}}{{- tool | tojson -}}{%- endfor -%}"
+    "{{- '\\n\\nTo call a tool, reply with "
+    + _DS["calls"]
+    + _DS["call"]
+    + "function"
+    + _DS["sep"]
+    + "NAME\\n```json\\nARGUMENTS\\n```"
+    + _DS["call_end"]
+    + _DS["calls_end"]
+    + "' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'system' and loop.first -%}"
+    "{%- elif message['role'] == 'user' -%}{{- '<｜User｜>' + text(message['content']) -}}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{{- '<｜Assistant｜>' + text(message['content']) -}}"
+    "{%- if message.get('tool_calls') -%}"
+    "{{- '" + _DS["calls"] + "' -}}"
+    "{%- for tool_call in message['tool_calls'] -%}"
+    + _call_of()
+    + "{%- if not loop.first -%}{{- '\\n' -}}{%- endif -%}"
+    "{{- '" + _DS["call"] + "function" + _DS["sep"] + "' + call['name'] + '\\n```json\\n' -}}"
+    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
+    "{%- endif -%}"
+    "{{- '\\n```" + _DS["call_end"] + "' -}}"
+    "{%- endfor -%}"
+    "{{- '" + _DS["calls_end"] + "' -}}"
+    "{%- endif -%}"
+    "{{- '<｜end▁of▁sentence｜>' -}}"
+    "{%- elif message['role'] == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '" + _DS["outputs"] + "' -}}{%- endif -%}"
+    "{{- '" + _DS["output"] + "' + text(message['content']) + '" + _DS["output_end"] + "' -}}"
+    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '" + _DS["outputs_end"] + "' -}}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}" + _select("<｜Assistant｜>", thinking=False)
+)
+_DS_WEATHER = [_DS["call"], "function", _DS["sep"], "get_weather\n```json\n", '{"city": ', '"Paris", ', '"unit": ',
+               '"celsius"}', "\n```", _DS["call_end"]]  # fmt: skip
+_DS_TIME = [_DS["call"], "fun", "ction", _DS["sep"], "get_time\n```json\n", '{"timezone": ', '"Europe/',
+            'Paris"}\n```', _DS["call_end"]]  # fmt: skip
+
+DEEPSEEK_V3 = Family(
+    name="deepseek_v3", source="scripted-deepseek-v3",
+    specials=("<｜▁pad▁｜>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"),
+    eos="<｜end▁of▁sentence｜>",
+    markers=tuple(_DS.values()),
+    scripts=_direct_twins({
+        "call_direct": [_DS["calls"], *_DS_WEATHER, _DS["calls_end"]],
+        "parallel_direct": [_DS["calls"], *_DS_WEATHER, "\n", *_DS_TIME, _DS["calls_end"]],
+        "plain": list(_ANSWER),
+        "after_tool": list(_AFTER_TOOL),
+    }),
+    template=_DEEPSEEK_V3_TEMPLATE, prompt_endings=((SELECTOR, "<｜Assistant｜>"),), reasoning=False,
+    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v3"),
+    gguf_name="harness-tiny-scripted-deepseek-v3",
+)  # fmt: skip
+
+# Kimi K2's sections and functions.NAME:IDX call ids (the shape of Kimi-K2-Instruct's template: no reasoning).
+_KIMI = {
+    "section": "<|tool_calls_section_begin|>",
+    "section_end": "<|tool_calls_section_end|>",
+    "call": "<|tool_call_begin|>",
+    "args": "<|tool_call_argument_begin|>",
+    "call_end": "<|tool_call_end|>",
+}
+_KIMI_TEMPLATE = (
+    _TEXT_MACRO + "{%- if tools -%}"
+    "{{- '<|im_system|>tool_declare<|im_middle|>' -}}{{- tools | tojson -}}{{- '<|im_end|>' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{{- '<|im_assistant|>assistant<|im_middle|>' + text(message['content']) -}}"
+    "{%- if message.get('tool_calls') -%}"
+    "{{- '" + _KIMI["section"] + "' -}}"
+    "{%- for tool_call in message['tool_calls'] -%}"
+    + _call_of()
+    + "{%- set id = tool_call.get('id') or ('functions.' ~ call['name'] ~ ':' ~ loop.index0) -%}"
+    "{{- '" + _KIMI["call"] + "' + id + '" + _KIMI["args"] + "' -}}"
+    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
+    "{%- endif -%}"
+    "{{- '" + _KIMI["call_end"] + "' -}}"
+    "{%- endfor -%}"
+    "{{- '" + _KIMI["section_end"] + "' -}}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>' -}}"
+    "{%- elif message['role'] == 'tool' -%}"
+    "{{- '<|im_system|>tool<|im_middle|>## Return of ' + (message.get('tool_call_id') or '') + '\\n'"
+    " + text(message['content']) + '<|im_end|>' -}}"
+    "{%- elif message['role'] == 'system' -%}"
+    "{{- '<|im_system|>system<|im_middle|>' + text(message['content']) + '<|im_end|>' -}}"
+    "{%- else -%}"
+    "{{- '<|im_user|>user<|im_middle|>' + text(message['content']) + '<|im_end|>' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}" + _select("<|im_assistant|>assistant<|im_middle|>", thinking=False)
+)
+_KIMI_WEATHER = [_KIMI["call"], "functions.get_weather:0", _KIMI["args"], '{"city": ', '"Paris", ', '"unit": ',
+                 '"celsius"}', _KIMI["call_end"]]  # fmt: skip
+_KIMI_TIME = [_KIMI["call"], "functions.get_time:1", _KIMI["args"], '{"timezone": ', '"Europe/', 'Paris"}',
+              _KIMI["call_end"]]  # fmt: skip
+
+KIMI_K2 = Family(
+    name="kimi_k2", source="scripted-kimi-k2",
+    specials=("[PAD]", "[BOS]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"),
+    eos="<|im_end|>",
+    markers=tuple(_KIMI.values()),
+    scripts=_direct_twins({
+        "call_direct": [_KIMI["section"], *_KIMI_WEATHER, _KIMI["section_end"]],
+        "parallel_direct": [_KIMI["section"], *_KIMI_WEATHER, *_KIMI_TIME, _KIMI["section_end"]],
+        "plain": list(_ANSWER),
+        "after_tool": list(_AFTER_TOOL),
+    }),
+    template=_KIMI_TEMPLATE, prompt_endings=(("t", "<|im_middle|>"),), reasoning=False,
+    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"),
+    gguf_name="harness-tiny-scripted-kimi-k2",
+)  # fmt: skip
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (HERMES, QWEN3_CODER, LLAMA3_JSON, PYTHONIC, DEEPSEEK_V3, KIMI_K2)}
 SCRIPTED_SOURCES: dict[str, Family] = {f.source: f for f in FAMILIES.values()}
 # call and reasoning markup of every family: text a client must never find left in its content
 CALL_MARKUP: tuple[str, ...] = tuple(dict.fromkeys(m for f in FAMILIES.values() for m in (*f.markers, *f.markup)))

@@ -65,7 +65,7 @@ __all__ = [
     "encode_script",
 ]
 
-from harness.models.families import ANSWERS, HERMES, REASONING, SELECTOR_TOKENS, SELECTORS, TOOL_CALLS, Family
+from harness.models.families import ANSWERS, HERMES, REASONING, SELECTOR, SELECTOR_TOKENS, SELECTORS, TOOL_CALLS, Family
 
 # the hermes family's, by their old names (the default scripted model, `scripted-tiny`)
 PAD, IM_START, IM_END = HERMES.specials
@@ -154,9 +154,10 @@ def check_family(fam: Family) -> None:
                 inside = next(t for t in added if t in piece)
                 raise ValueError(f"{where}, script {s}: piece {piece!r} holds the added token {inside!r}: write the "
                                  "token as a piece of its own")  # fmt: skip
-    for prev, cur in fam.prompt_endings:
-        if len(prev.encode("utf-8")) != 1 or len(cur.encode("utf-8")) != 1:
-            raise ValueError(f"{where}: a prompt ending is two one-byte characters, not {(prev, cur)!r}")
+    for ending in fam.prompt_endings:
+        if any(t != SELECTOR and t not in added and len(t.encode("utf-8")) != 1 for t in ending):
+            raise ValueError(f"{where}: a prompt ending is two tokens (a one-byte character, an added token or the "
+                             f"selector), not {ending!r}")  # fmt: skip
 
 
 def _byte_id(ch: str) -> int:
@@ -165,12 +166,18 @@ def _byte_id(ch: str) -> int:
 
 def _rules(fam: Family) -> list[tuple[int, int, int, int]]:
     """(selector index, previous id, current id, next id) for every step of every script."""
+    ids = _ids(fam)
     rules = []
     for s_index, name in enumerate(SELECTORS):
         seq = encode_script(name, fam)
-        for prev_ch, cur_ch in fam.prompt_endings:
-            rules.append((s_index, _byte_id(prev_ch), _byte_id(cur_ch), seq[0]))
-        prev = _byte_id(fam.prompt_endings[0][1])  # the prompt's last token, the same in every ending
+        selector = ids[SELECTOR_TOKENS[s_index]]
+
+        def token(text: str, selector: int = selector) -> int:
+            return selector if text == SELECTOR else ids[text] if text in ids else _byte_id(text)
+
+        for prev_text, cur_text in fam.prompt_endings:
+            rules.append((s_index, token(prev_text), token(cur_text), seq[0]))
+        prev = token(fam.prompt_endings[0][1])  # the prompt's last token, the same in every ending
         for i in range(len(seq) - 1):
             rules.append((s_index, prev, seq[i], seq[i + 1]))
             prev = seq[i]

@@ -89,7 +89,11 @@ def _run_conformance(engine: Any, expectations: str, ids: list[str] | None = Non
         )
         info = {"name": m.name, "kind": m.engine.kind, "version": m.engine.version}
         report = run_suite_sync(ctx, engine_info=info, ids=ids)
-        return conformance_of(report.results, expectations=exp.name, expectations_file=exp.path, aborted=report.aborted)
+        found = conformance_of(
+            report.results, expectations=exp.name, expectations_file=exp.path, aborted=report.aborted
+        )
+        family = report.engine.get("scripted_family")  # the parser family of a scripted model: its changes say so
+        return {**found, "family": family} if isinstance(family, str) else found
     except Exception as exc:  # noqa: BLE001
         return {
             "available": False,

@@ -263,7 +263,7 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
     flaky = [r for r in conf["cases"] if _intermittent_change(r)]
     ids = {r["id"] for r in flaky}
     stable = {**conf, "cases": [r for r in conf["cases"] if r["id"] not in ids]}
-    return (
+    out = (
         _fail_open(stable)
         + _served(stable)
         + _one_side(stable)
@@ -271,6 +271,18 @@ def conformance(old: Side, new: Side, cmp: Comparison) -> list[Reason]:
         + _intermittent(flaky)
         + _error_bodies(cmp)
     )
+    return _by_family(out, old, new)
+
+
+def _by_family(reasons: list[Reason], old: Side, new: Side) -> list[Reason]:
+    """Both sides served one parser family's scripted model: each conformance change names the family (a tool or
+    reasoning change is that family's parser's)."""
+    families = {(side.get("conformance") or {}).get("family") for side in (old, new)}
+    if len(families) != 1 or not isinstance(family := families.pop(), str):
+        return reasons
+    label = f"conformance ({family} family)"
+    return [{**r, "text": label + r["text"][len("conformance") :]} if r["text"].startswith("conformance") else r
+            for r in reasons]  # fmt: skip
 
 
 def _intermittent_change(r: Row) -> bool:

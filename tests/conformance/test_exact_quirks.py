@@ -484,7 +484,7 @@ SURFACES_011: dict[str, Row] = {
     # the body broke off after response.output_item.done; a stream the harness had to cut (its bound) is not that
     "responses.stream.ends": (on_stream(resp_cases.judge_ends), typed(V11_STREAM, "disconnect", BROKEN),
                               typed(V11_STREAM, "timeout", "BoundExceeded"), "stream-never-ended"),
-    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(V11_DOC, 4)),
+    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(V11_DOC, resp_cases.CUT)),
                                     answer(200, cut_at(V11_DOC, 5)), "over-max-output-tokens"),
     "responses.store": (lambda a: resp_cases.judge_stored(*a), STORED, STORED_OTHER, "stored-other-response"),
     "sdk.openai.responses": (sdk_over, (answer(200, V11_DOC), typed(V11_STREAM)), (SERVER_500, SERVER_500),
@@ -504,7 +504,7 @@ SURFACES_LC: dict[str, Row] = {
     "responses.stream.events": (on_stream(resp_cases.judge_event_names), typed(LC_STREAM),
                                 typed(LC_STREAM.replace("event: response.output_text.delta", "event: delta", 1)),
                                 "event-name-mismatch"),
-    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(LC_RESP, 4)),
+    "responses.max-output-tokens": (resp_cases.judge_max_output, answer(200, cut_at(LC_RESP, resp_cases.CUT)),
                                     answer(200, cut_at(LC_RESP, 5)), "over-max-output-tokens"),
     "responses.instructions": (lambda a: resp_cases.judge_instructions(*a),
                                (LC_RESP, answer(200, {**LC_RESP, "usage": {**LC_RESP["usage"], "input_tokens": 76}})),

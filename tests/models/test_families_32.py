@@ -130,3 +130,21 @@ def test_update_expectations_writes_a_family_run_into_its_own_section():
     hermes_run = {**results, "engine": {"provides": [SCRIPTED_MODEL], "scripted_family": "hermes"}}
     out, _ = propose(hermes_run, raw, note="2026-12-06")
     assert out["cases"]["tools.auto.stream"]["quirk"] == "missing-brace" and "qwen3_coder" not in out["families"]
+
+
+def test_an_upgrade_between_one_familys_manifests_names_the_family_in_each_change():
+    from harness.upgrade.compare import conformance_changes
+    from harness.upgrade.judge import conformance
+
+    def side(verdict: str, family: str | None) -> dict:
+        cases = {"tools.auto.stream": {"verdict": verdict, "level": "MUST", "behaviour": "", "note": ""}}
+        conf = {"available": True, "expectations": "e", "cases": cases}
+        return {"conformance": {**conf, "family": family} if family else conf}
+
+    old, new = side("pass", "qwen3_coder"), side("fail", "qwen3_coder")
+    cmp = {"conformance": conformance_changes(old["conformance"], new["conformance"])}
+    reasons = conformance(old, new, cmp)
+    assert reasons and all(r["text"].startswith("conformance (qwen3_coder family)") for r in reasons), reasons
+    assert "tools.auto.stream" in reasons[0]["text"] and reasons[0]["level"] == "blocking"
+    mixed = conformance(side("pass", "qwen3_coder"), side("fail", "pythonic"), cmp)  # two families: no one name
+    assert mixed and not any("family" in r["text"] for r in mixed), mixed

@@ -26,10 +26,14 @@ SCRIPTED_GGUF_HASH = "b011c62018ffe80c73a06bf31ee1a4764d8268c5263f53c8f8b4d49917
 # family -> (safetensors, GGUF) content hashes: the same bytes on every machine
 FAMILY_HASHES = {
     "hermes": (SCRIPTED_HASH, SCRIPTED_GGUF_HASH),
-    "qwen3_coder": ("5800966e5b23c1a6c4e49d746ae214a5c686e4cf3a0e6276d615710dfde6b810",
-                    "d784516e8d709b77078c279d4fc650edf1b006d4ecf44a5412b8ca3848c0e508"),
+    "qwen3_coder": ("d94783005651897a110168f219b0a25d64c3b8a43fb095bdd40d4a2bc0c41026",
+                    "be34fa58b312948c6e73db9078be440427ff6d311e9c390197bef1a7a2e7aa11"),
     "llama3_json": ("859ddab4575753e4c5312d9ce99482fb8567b90eb2a41f1215d1b2b0f2769a06",
                     "2f3852d4a2e1905dd5fec7169e04b27a2d8f6faf70627e1590972a9341baae2b"),
+    "deepseek_v3": ("e64afe16afed69cc82329e59223574db8cb1c8e51f13901bca26282d70cded90",
+                    "22a39898b4abcc2604704aab128b51aae442798f63ae87a3306f89d8d1a5cbe6"),
+    "kimi_k2": ("08f2d22e0def7124eed82eea1e415e90d44dc001ccf17d257ca62c814e893681",
+                "294ea9b1d56615a2a573b91dfca5af98df26dae2627b4f9e172fa3209fd56fd8"),
     "pythonic": ("a3fb327a64a9b66eb2617bdeae84ccd69f82f57711281565e241f3fe3e45d4b9",
                  "44bad84eec4e21ae3915d8917b17bcb9752cf73e3d8d32f4c1a51b444831a470"),
 }  # fmt: skip
@@ -154,7 +158,7 @@ def test_a_script_set_that_needs_two_next_tokens_in_one_context_is_refused():
         ({"markers": ("<tool_call>", "<")}, "family bad: added token '<' collides with the byte token"),
         ({"markers": ("<tool_call>", "<|im_end|>")}, "family bad: added token '<|im_end|>' is listed twice"),
         ({"eos": "<|eot_id|>"}, "family bad: the end token '<|eot_id|>' must be one of"),
-        ({"prompt_endings": (("t", "\n\n"),)}, "family bad: a prompt ending is two one-byte characters"),
+        ({"prompt_endings": (("t", "\n\n"),)}, "family bad: a prompt ending is two tokens"),
     ],
 )  # fmt: skip
 def test_a_family_whose_tokens_collide_is_refused_when_built(change, message, tmp_path):

@@ -39,6 +39,18 @@ def _engine(name: str) -> Callable[[], object]:
     return step
 
 
+# the parser families' scripted models (harness/models/families.py), each in both formats
+FAMILY_SLUGS = ("qwen3-coder", "llama3-json", "pythonic", "deepseek-v3", "kimi-k2")
+
+
+def _family(slug: str) -> Callable[[], object]:
+    vllm, llama = (
+        _engine(f"vllm-0.11.0-cpu-scripted-{slug}.yaml"),
+        _engine(f"llamacpp-0c1e570-cpu-scripted-{slug}.yaml"),
+    )
+    return lambda: (vllm(), llama())
+
+
 def _clients() -> object:
     """The pinned client libraries' environments (harness/clients), from their verified locks."""
     from harness.clients.env import install_client
@@ -64,6 +76,7 @@ STEPS: list[tuple[str, Callable[[], object]]] = [
     ("vLLM 0.32.0 env", _engine("vllm-0.32.0-cpu.yaml")),
     ("scripted model (safetensors)", _engine("vllm-0.11.0-cpu-scripted.yaml")),
     ("scripted model (GGUF)", _engine("llamacpp-0c1e570-cpu-scripted.yaml")),
+    *[(f"scripted {slug} model (safetensors, GGUF)", _family(slug)) for slug in FAMILY_SLUGS],
     ("SmolLM2-135M (checkpoint)", _engine("vllm-0.11.0-cpu-smollm2.yaml")),
     ("SmolLM2-135M (GGUF)", _engine("llamacpp-0c1e570-cpu-smollm2.yaml")),
     ("LiteLLM proxy env", _tool("litellm_gateway")),

@@ -494,8 +494,12 @@ async def choice_required_cut(ctx) -> Check:
     # a problem is e.g. status-400: the server blames the client for the length it asked for
     if problem is not None:
         return problem
-    if not ctx.scripted and finish in ("tool_calls", "stop"):  # another model's call fit: nothing was cut
-        return inconclusive("not-cut", finish, note=f"the answer ended within max_tokens {CUT_TOKENS}")
+    doc, _ = t.body_json()
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    used = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    # another model's call fit, or a scripted family's short call did (fewer tokens billed than max_tokens)
+    if finish in ("tool_calls", "stop") and (not ctx.scripted or (isinstance(used, int) and used < CUT_TOKENS)):
+        return inconclusive("not-cut", finish, note=f"the answer ended within max_tokens {CUT_TOKENS} ({used} tokens)")
     return judge_required_cut(finish)
 
 

@@ -86,5 +86,9 @@ _SPECS = (
     ClientSpec("anthropic", "anthropic", "2.17.0", "anthropic-2.17.0.txt",
                "00c730d38ad5f78f7842c7d719f7d9ee1de96f3d9dee0b21c1cf50669cf2d571", "anthropic_driver.py",
                ("messages", "messages-stream", "messages-tools", "messages-parallel")),
+    ClientSpec("vercel-ai", "ai", "6.0.333", "vercel-ai-6.0.333",
+               "d9ce22569abb6bbd78354bc2fe7a690d44578b1ad8a973ad33958b601f20f6b7", "vercel_ai_driver.mjs",
+               ("chat", "stream", "tools", "parallel", "structured", "responses", "responses-tools", "messages",
+                "messages-stream", "messages-tools"), runtime="node"),
 )  # fmt: skip
 CLIENTS: dict[str, ClientSpec] = {s.name: s for s in _SPECS}

@@ -177,9 +177,9 @@ def npm_env(name: str, lock_dir: Path) -> Path:
             shutil.rmtree(root)  # one without its marker: made again (a finished one was returned above)
         try:
             build.rename(root)
-        except OSError:
+        except OSError as exc:
             if not _finished(root):  # another build finished first: theirs is as good as ours
-                raise
+                raise InstallError(f"{name}: cannot move the finished install to {root}: {exc.strerror}") from None
     finally:
         if build.exists():
             shutil.rmtree(build, ignore_errors=True)

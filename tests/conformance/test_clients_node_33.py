@@ -175,6 +175,50 @@ def test_without_node_the_client_is_not_installed_and_cannot_be_built(tmp_path, 
     assert not (tmp_path / "home").exists()
 
 
+# -- the install: npm ci in a temporary directory, renamed when complete (a fake npm: no network here) -------------
+
+
+def _fake_tools(tmp_path: Path, npm_body: str) -> tuple[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    node, fake_npm = bin_dir / "node", bin_dir / "npm"
+    node.write_text("#!/bin/sh\necho v20.20.2\n")
+    fake_npm.write_text(f'#!/bin/sh\necho "$@" > ../npm-args\n{npm_body}\n')
+    for f in (node, fake_npm):
+        f.chmod(0o755)
+    return str(node), str(fake_npm)
+
+
+def test_npm_ci_builds_aside_and_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("npm_config_registry", "https://registry.example.com/")  # the user's: not what npm is told
+    tools = _fake_tools(tmp_path, "test -f package-lock.json && env > ../npm-env && mkdir -p node_modules/ai")
+    monkeypatch.setattr(npm, "find_node", lambda: tools)
+    monkeypatch.setattr(client_env, "find_node", lambda: tools)
+    assert installed_client(SPEC) is None
+    env = install_client(SPEC)
+    assert env.modules is not None and (env.modules / "ai").is_dir() and env.command == (tools[0],)
+    assert env.root.parent == tmp_path / "home" / "tools" and env.root.name.startswith("client-vercel-ai-")
+    assert sorted(p.name for p in env.root.parent.iterdir()) == [env.root.name, "npm-args", "npm-env"]  # none left
+    args = (env.root.parent / "npm-args").read_text().split()
+    assert args[:4] == ["ci", "--ignore-scripts", "--no-audit", "--no-fund"] and f"--registry={NPM_REGISTRY}" in args
+    assert "registry.example.com" not in (env.root.parent / "npm-env").read_text()
+    assert installed_client(SPEC) == env and install_client(SPEC) == env  # reused by its marker
+
+
+def test_a_failed_npm_ci_says_npms_error_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    said = "npm error code EINTEGRITY\nnpm error sha512-x integrity checksum failed\nnpm error A complete log: /x"
+    tools = _fake_tools(tmp_path, f"mkdir node_modules\nprintf '{said}\\n' >&2\nexit 1")
+    monkeypatch.setattr(npm, "find_node", lambda: tools)
+    want = (
+        r"npm ci --ignore-scripts \(vercel-ai-6.0.333\) failed: code EINTEGRITY / sha512-x integrity checksum failed$"
+    )
+    with pytest.raises(InstallError, match=want):
+        install_client(SPEC)
+    assert [p.name for p in (tmp_path / "home" / "tools").iterdir()] == ["npm-args"]  # the build removed, no env
+
+
 # -- the driver: run with node beside its node_modules; its output untrusted ----------------------------------------
 
 

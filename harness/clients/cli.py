@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.clients.env import client_python, install_client
+from harness.clients.env import install_client, installed_client
 from harness.clients.spec import CLIENTS
 from harness.errors import UsageError
 
@@ -32,15 +32,16 @@ def _names(names: list[str]) -> list[str]:
 
 def cmd_list(args: Any) -> int:
     for spec in CLIENTS.values():
-        python = client_python(spec)
-        state = f"installed ({python.parent.parent.name})" if python else "not installed"
-        print(f"{spec.name:14} {spec.package} {spec.version:10} {state}; features: {', '.join(spec.features)}")
+        env = installed_client(spec)
+        state = f"installed ({env.root.name})" if env else "not installed"
+        features = ", ".join(spec.features)
+        print(f"{spec.name:14} {spec.package} {spec.version:10} {spec.runtime:6} {state}; features: {features}")
     return 0
 
 
 def cmd_install(args: Any) -> int:
     for name in _names(args.names):
         t0 = time.monotonic()
-        python = install_client(CLIENTS[name])
-        print(f"{name}: {python.parent.parent} ({time.monotonic() - t0:.1f} s)")
+        env = install_client(CLIENTS[name])
+        print(f"{name}: {env.root} ({time.monotonic() - t0:.1f} s)")
     return 0

@@ -3,7 +3,7 @@ bounded (MAX_OUTPUT_BYTES of stdout, the tail of stderr), bounded in time (the p
 deadline, or when the case itself is cancelled), parsed as one JSON object of bounded depth, and scrubbed of the
 run's keys; every text shown from it goes through harness.shown.
 
-    outcome = await run_driver(python, spec.driver, base_url=proxy.base_url, model=m, feature="tools",
+    outcome = await run_driver(env, spec.driver, base_url=proxy.base_url, model=m, feature="tools",
                                timeout_s=60, secrets=[ctx.api_key])
     outcome.result        # the driver's JSON object, or None with outcome.problem saying why
 """
@@ -14,13 +14,16 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.clients.env import ClientEnv
 from harness.readers import check_depth
 from harness.secrets import scrub, scrub_tree
 from harness.shown import shown
@@ -105,13 +108,30 @@ def _kill(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)  # the driver's own group (start_new_session): the client's children too
 
 
-async def run_driver(python: Path, driver: Path, *, base_url: str, model: str, feature: str, timeout_s: float,
+def _staged(env: ClientEnv, driver: Path, stage: Path) -> Path:
+    """The driver to run: itself, or (with node_modules) a copy in `stage` beside a link to them, the way a project
+    imports its packages: from its own node_modules, never a global one or the user's."""
+    if env.modules is None:
+        return driver
+    copy = stage / driver.name
+    shutil.copyfile(driver, copy)
+    (stage / "node_modules").symlink_to(env.modules, target_is_directory=True)
+    return copy
+
+
+async def run_driver(env: ClientEnv, driver: Path, *, base_url: str, model: str, feature: str, timeout_s: float,
                      secrets: Iterable[str | None] = (), home: Path | None = None) -> DriverOutcome:  # fmt: skip
     """Run one feature of a driver with its client's interpreter; the outcome, never an exception for what the
     driver did. Killed (with its process group) at `timeout_s` or when the calling task is cancelled."""
-    keys = list(secrets)
-    argv = [str(python), "-E", "-s", "-B", str(driver), "--base-url", base_url, "--model", model, "--feature", feature]
     work = home if home is not None else Path(os.environ.get("TMPDIR", "/tmp"))
+    with tempfile.TemporaryDirectory(prefix="harness-driver-", dir=work) as stage:
+        return await _run(env, _staged(env, driver, Path(stage)), base_url=base_url, model=model, feature=feature,
+                          timeout_s=timeout_s, keys=list(secrets), work=work)  # fmt: skip
+
+
+async def _run(env: ClientEnv, driver: Path, *, base_url: str, model: str, feature: str, timeout_s: float,
+               keys: list[str | None], work: Path) -> DriverOutcome:  # fmt: skip
+    argv = [*env.command, str(driver), "--base-url", base_url, "--model", model, "--feature", feature]
     t0 = time.monotonic()
     proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE, env=driver_env(work), cwd=str(work),

@@ -1,7 +1,11 @@
 """The clients the harness runs as judges (issue 33): each a pinned environment (a hashed lock under
 manifests/locks/clients/, its own sha256 pinned here) and a driver script run with that environment's interpreter.
 
-    spec = CLIENTS["litellm"]      # ClientSpec(name, package, version, lock, lock_sha256, driver, features)
+    spec = CLIENTS["litellm"]      # ClientSpec(name, package, version, lock, lock_sha256, driver, features, runtime)
+
+A client's runtime says how its environment is made and its driver run: "python", a virtual environment from a
+`--require-hashes` lock, the driver run with its python; "node", a node_modules from an npm lock directory
+(package.json + package-lock.json with integrity hashes, installed by `npm ci`), the driver (.mjs) run with node.
 
 A feature is what the client's users do with it, judged against the scripted model's scripts
 (harness.models.scripted): `chat` one turn, `stream` the same streamed, `tools` a tool loop (call, tool result,
@@ -16,10 +20,12 @@ from pathlib import Path
 
 from harness.settings import REPO_ROOT
 
-__all__ = ["ClientSpec", "CLIENTS", "FEATURES", "LOCKS_DIR", "DRIVERS_DIR"]
+__all__ = ["ClientSpec", "CLIENTS", "FEATURES", "LOCKS_DIR", "DRIVERS_DIR", "RUNTIMES"]
 
 LOCKS_DIR = REPO_ROOT / "manifests" / "locks" / "clients"
 DRIVERS_DIR = Path(__file__).parent / "drivers"
+# runtime -> the file under the lock whose sha256 is pinned ("" : the lock is that file itself)
+RUNTIMES: dict[str, str] = {"python": "", "node": "package-lock.json"}
 
 # feature -> (the script it follows, the surface it uses): the one-line requirement of its case
 FEATURES: dict[str, str] = {
@@ -27,13 +33,13 @@ FEATURES: dict[str, str] = {
     "stream": "one streamed turn through Chat Completions answers the scripted greeting",
     "tools": "a tool loop through Chat Completions: get_weather called with the scripted arguments, then the answer",
     "parallel": "two tools offered: get_weather and get_time called together, then the answer",
-    "structured": "the client's own structured output of a pydantic model (name: str, count: int) is parsed",
+    "structured": "the client's own structured output of a model (name: str, count: int), pydantic or zod, is parsed",
     "structured-json": "the client's JSON-schema mode (response_format) of the same pydantic model is parsed",
     "responses": "one turn through the Responses API answers the scripted greeting",
     "responses-tools": "a tool loop through the Responses API: get_weather called, then the answer",
     "messages": "one turn through the Messages API (/v1/messages) answers the scripted greeting",
     "messages-stream": "one streamed turn through the Messages API answers the scripted greeting",
-    "messages-tools": "the SDK's tool runner through the Messages API: get_weather called, then the answer",
+    "messages-tools": "a tool loop through the Messages API (the SDK's own runner): get_weather called, then the answer",
     "messages-parallel": "two tools through the Messages API: both called, then the answer",
 }
 
@@ -47,9 +53,11 @@ class ClientSpec:
     lock_sha256: str  # the lock file's own hash: a lock that differs is refused before anything of it is installed
     driver_name: str  # under DRIVERS_DIR
     features: tuple[str, ...]
+    runtime: str = "python"  # a key of RUNTIMES
 
     @property
     def lock(self) -> Path:
+        """The lock: a requirements file (python) or the directory of package.json and package-lock.json (node)."""
         return LOCKS_DIR / self.lock_name
 
     @property
@@ -78,5 +86,9 @@ _SPECS = (
     ClientSpec("anthropic", "anthropic", "2.17.0", "anthropic-2.17.0.txt",
                "00c730d38ad5f78f7842c7d719f7d9ee1de96f3d9dee0b21c1cf50669cf2d571", "anthropic_driver.py",
                ("messages", "messages-stream", "messages-tools", "messages-parallel")),
+    ClientSpec("vercel-ai", "ai", "6.0.333", "vercel-ai-6.0.333",
+               "d9ce22569abb6bbd78354bc2fe7a690d44578b1ad8a973ad33958b601f20f6b7", "vercel_ai_driver.mjs",
+               ("chat", "stream", "tools", "parallel", "structured", "responses", "responses-tools", "messages",
+                "messages-stream", "messages-tools"), runtime="node"),
 )  # fmt: skip
 CLIENTS: dict[str, ClientSpec] = {s.name: s for s in _SPECS}

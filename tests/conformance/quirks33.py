@@ -34,6 +34,8 @@ GUIDED = '<tool_call>{"name": "get_weather", "arguments": ":abc"}</tool_call><to
 BRACE2 = '{"city": "Paris", "unit": "celsius"}}'  # the hermes streaming parser's doubled closing brace
 HARMONY = "Tool use is not supported in Responses API without Harmony"
 NO_IMAGE = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+VERCEL_RESPONSES = "ai 6.0.333 (@ai-sdk/openai 3.0.141)"
+ITEM_REFERENCE = "Unsupported input item type: item_reference (parameter=input)"  # its replayed reasoning item, 0.32.0
 
 
 def answer(status: int, body: Any) -> Trace:
@@ -182,6 +184,8 @@ VLLM_011: dict[str, Row] = {
                                                                    "message": f"Error code: 400 - {HARMONY}"}},
         {"ok": True, "client": "openai-agents 0.24.0", "text": ANSWERS["after_tool"], "calls": []},
         "wrong-tool-calls"),
+    "client.vercel-ai.responses-tools": _client_row("responses-tools", VERCEL_RESPONSES,
+                                                    {"type": "APICallError", "status": 400, "message": HARMONY}),
 }  # fmt: skip
 
 VLLM_032: dict[str, Row] = {
@@ -198,6 +202,12 @@ VLLM_032: dict[str, Row] = {
     "client.pydantic-ai.tools": _client_row("tools", "pydantic-ai-slim 2.78.0", {"type": "UsageLimitExceeded", "message": "The next request would exceed the request_limit of 3"}),
     "client.instructor.structured": _client_row("structured", "instructor 1.17.0", {"type": "InstructorRetryException", "message": "Input should be an object"}),
     "client.pydantic-ai.structured": _client_row("structured", "pydantic-ai-slim 2.78.0", {"type": "OutputTokenLimitExceeded", "message": "Model token limit (128) exceeded"}),
+    "client.vercel-ai.tools": _client_row("tools", "ai 6.0.333 (@ai-sdk/openai-compatible 2.0.92)", None),
+    "client.vercel-ai.parallel": _client_row("parallel", "ai 6.0.333 (@ai-sdk/openai-compatible 2.0.92)", None,
+                                             _TWO_CALLS),
+    "client.vercel-ai.messages-tools": _client_row("messages-tools", "ai 6.0.333 (@ai-sdk/anthropic 3.0.140)", None),
+    "client.vercel-ai.responses-tools": _client_row("responses-tools", VERCEL_RESPONSES,
+                                                    {"type": "APICallError", "status": 400, "message": ITEM_REFERENCE}),
     # tool_choice required unparsed when not streamed, a call when streamed; a finish_reason apart is another shape
     "tools.auto.required.stream-equals-message": (
         compare, (Outcome(GUIDED, REASONING["call"], [], "length"),
@@ -230,6 +240,11 @@ VLLM_032: dict[str, Row] = {
 }  # fmt: skip
 
 LLAMACPP: dict[str, Row] = {
+    "client.vercel-ai.responses-tools": (
+        lambda r: judge_result("responses-tools", r),
+        {"ok": False, "client": VERCEL_RESPONSES, "error": {"type": "APICallError", "status": 400,
+                                                            "message": "Cannot determine type of 'item'"}},
+        {"ok": True, "client": VERCEL_RESPONSES, "text": "", "calls": [list(WEATHER)]}, "wrong-answer"),
     "client.instructor.structured": (
         lambda r: judge_result("structured", r),
         {"ok": False, "client": "instructor 1.17.0", "error": {"type": "InstructorRetryException", "status": 500,

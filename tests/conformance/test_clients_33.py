@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from harness.clients import env as client_env
-from harness.clients.env import client_python, install_client, verify_lock
+from harness.clients.env import ClientEnv, install_client, installed_client, verify_lock
 from harness.clients.proxy import LoopbackProxy
 from harness.clients.run import MAX_OUTPUT_BYTES, parse_output, run_driver
 from harness.clients.spec import CLIENTS, FEATURES
@@ -53,7 +53,7 @@ def test_tampered_lock_is_refused_before_install(tmp_path, monkeypatch):
     with pytest.raises(PinMismatch, match=r"client anthropic lock .* sha256 mismatch.*pinned 00c730d3"):
         install_client(CLIENTS["anthropic"], _tampered(tmp_path))
     with pytest.raises(PinMismatch):
-        client_python(CLIENTS["anthropic"], _tampered(tmp_path))
+        installed_client(CLIENTS["anthropic"], _tampered(tmp_path))
     assert built == [] and not (tmp_path / "home").exists()  # no uv, no venv, no directory
 
 
@@ -111,7 +111,8 @@ def _script(tmp_path: Path, body: str) -> Path:
 
 
 def _run(driver: Path, timeout_s: float = 20.0):
-    return asyncio.run(run_driver(Path(sys.executable), driver, base_url="http://127.0.0.1:9", model="m",
+    env = ClientEnv(Path(sys.prefix), (sys.executable, "-E", "-s", "-B"))
+    return asyncio.run(run_driver(env, driver, base_url="http://127.0.0.1:9", model="m",
                                   feature="chat", timeout_s=timeout_s, secrets=[KEY], home=driver.parent))  # fmt: skip
 
 

@@ -100,8 +100,8 @@ def _install_clients() -> None:
     for spec in CLIENTS.values():
         try:
             install_client(spec)
-        except Exception as exc:  # noqa: BLE001 - an index that cannot be reached is a skip here, a failure in CI
-            unavailable(f"client {spec.name} cannot be installed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an index that cannot be reached (or no node/npm for a Node client)
+            unavailable(f"client {spec.name} cannot be installed: {exc}")  # is a skip here, a failure in CI
 
 
 def test_every_client_feature_has_a_verdict(suites):

@@ -52,7 +52,8 @@ def _family(slug: str) -> Callable[[], object]:
 
 
 def _clients() -> object:
-    """The pinned client libraries' environments (harness/clients), from their verified locks."""
+    """The pinned client libraries' environments (harness/clients), from their verified locks: uv for the Python
+    clients, npm ci for the Node one (vercel-ai: node and npm must be on PATH)."""
     from harness.clients.env import install_client
     from harness.clients.spec import CLIENTS
 
@@ -80,7 +81,7 @@ STEPS: list[tuple[str, Callable[[], object]]] = [
     ("SmolLM2-135M (checkpoint)", _engine("vllm-0.11.0-cpu-smollm2.yaml")),
     ("SmolLM2-135M (GGUF)", _engine("llamacpp-0c1e570-cpu-smollm2.yaml")),
     ("LiteLLM proxy env", _tool("litellm_gateway")),
-    ("client library envs (openai-agents, pydantic-ai, instructor, litellm, anthropic)", _clients),
+    ("client library envs (openai-agents, pydantic-ai, instructor, litellm, anthropic, vercel-ai)", _clients),
 ]
 
 

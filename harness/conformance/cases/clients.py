@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.clients.env import client_python
+from harness.clients.env import installed_client
 from harness.clients.proxy import LoopbackProxy
 from harness.clients.run import DriverOutcome, run_driver
 from harness.clients.spec import CLIENTS, FEATURES, ClientSpec
@@ -114,15 +114,15 @@ def _with_driver(chk: Check, outcome: DriverOutcome, result: dict[str, Any] | No
 
 async def run_client(ctx: Any, spec: ClientSpec, feature: str, case_id: str) -> Check:
     try:
-        python = client_python(spec)
+        env = installed_client(spec)
     except HarnessError as exc:  # a lock that is not the pinned one: refused before anything of it runs
         return errored(f"client {spec.name} refused: {shown(exc.one_line())}")
-    if python is None:
+    if env is None:
         return skipped(f"client {spec.name} ({spec.package} {spec.version}) is not installed: "
                        f"harness clients install {spec.name}")  # fmt: skip
     async with LoopbackProxy(ctx.new_client(ctx.api_key), case_id) as proxy:
         with tempfile.TemporaryDirectory(prefix="harness-client-") as home:
-            outcome = await run_driver(python, spec.driver, base_url=proxy.base_url, model=ctx.model, feature=feature,
+            outcome = await run_driver(env, spec.driver, base_url=proxy.base_url, model=ctx.model, feature=feature,
                                        timeout_s=DRIVER_TIMEOUT_S, secrets=[ctx.api_key, ctx.engine_api_key],
                                        home=Path(home))  # fmt: skip
     if outcome.timed_out:

@@ -143,6 +143,8 @@ _HERMES_TEMPLATE = (
 
 
 _ANSWER = ["Hello! ", "How can ", "I help?"]
+# the same answer in six tokens: with its end token past any small max_tokens a case cuts at (4), a cut is a cut
+_LONG_ANSWER = ["Hello", "! ", "How ", "can ", "I ", "help?"]
 _THINK = ["<think>", "\nThe user", " says hello.", " I greet", " them back.\n", "</think>", "\n\n", *_ANSWER]
 _AFTER_TOOL = ["The weather", " in Paris", " is 18", " degrees", " Celsius."]
 _THINK_CALL = ["<think>", "\nThe user", " wants the weather.\n", "</think>", "\n\n"]
@@ -276,7 +278,7 @@ QWEN3_CODER = Family(
         # the separator "\n\n" is one piece: the prompt ends with "\n", so the second <tool_call> follows another token
         "parallel_direct": ["<tool_call>", *_CODER_WEATHER, "</tool_call>", "\n\n", "<tool_call>", *_CODER_TIME,
                             "</tool_call>"],
-        "plain": list(_ANSWER),
+        "plain": list(_LONG_ANSWER),
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_QWEN3_CODER_TEMPLATE, prompt_endings=HERMES.prompt_endings, reasoning=False,
@@ -356,7 +358,7 @@ LLAMA3_JSON = Family(
     scripts=_direct_twins({
         "call_direct": list(_JSON_WEATHER),
         "parallel_direct": [*_JSON_WEATHER, "; ", *_JSON_TIME],
-        "plain": list(_ANSWER),
+        "plain": list(_LONG_ANSWER),
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_LLAMA3_JSON_TEMPLATE, prompt_endings=(("\n", "\n"),), reasoning=False,
@@ -390,7 +392,7 @@ PYTHONIC = Family(
     scripts=_direct_twins({
         "call_direct": [*_PY_WEATHER, ")]"],
         "parallel_direct": [*_PY_WEATHER, "), ", *_PY_TIME],
-        "plain": list(_ANSWER),
+        "plain": list(_LONG_ANSWER),
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_PYTHONIC_TEMPLATE, prompt_endings=(("\n", "\n"),), reasoning=False,
@@ -466,7 +468,7 @@ DEEPSEEK_V3 = Family(
     scripts=_direct_twins({
         "call_direct": [_DS["calls"], *_DS_WEATHER, _DS["calls_end"]],
         "parallel_direct": [_DS["calls"], *_DS_WEATHER, "\n", *_DS_TIME, _DS["calls_end"]],
-        "plain": list(_ANSWER),
+        "plain": list(_LONG_ANSWER),
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_DEEPSEEK_V3_TEMPLATE, prompt_endings=((SELECTOR, "<｜Assistant｜>"),), reasoning=False,
@@ -525,7 +527,7 @@ KIMI_K2 = Family(
     scripts=_direct_twins({
         "call_direct": [_KIMI["section"], *_KIMI_WEATHER, _KIMI["section_end"]],
         "parallel_direct": [_KIMI["section"], *_KIMI_WEATHER, *_KIMI_TIME, _KIMI["section_end"]],
-        "plain": list(_ANSWER),
+        "plain": list(_LONG_ANSWER),
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_KIMI_TEMPLATE, prompt_endings=(("t", "<|im_middle|>"),), reasoning=False,

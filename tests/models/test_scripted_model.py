@@ -26,16 +26,16 @@ SCRIPTED_GGUF_HASH = "b011c62018ffe80c73a06bf31ee1a4764d8268c5263f53c8f8b4d49917
 # family -> (safetensors, GGUF) content hashes: the same bytes on every machine
 FAMILY_HASHES = {
     "hermes": (SCRIPTED_HASH, SCRIPTED_GGUF_HASH),
-    "qwen3_coder": ("d94783005651897a110168f219b0a25d64c3b8a43fb095bdd40d4a2bc0c41026",
-                    "be34fa58b312948c6e73db9078be440427ff6d311e9c390197bef1a7a2e7aa11"),
-    "llama3_json": ("859ddab4575753e4c5312d9ce99482fb8567b90eb2a41f1215d1b2b0f2769a06",
-                    "2f3852d4a2e1905dd5fec7169e04b27a2d8f6faf70627e1590972a9341baae2b"),
-    "deepseek_v3": ("e64afe16afed69cc82329e59223574db8cb1c8e51f13901bca26282d70cded90",
-                    "22a39898b4abcc2604704aab128b51aae442798f63ae87a3306f89d8d1a5cbe6"),
-    "kimi_k2": ("08f2d22e0def7124eed82eea1e415e90d44dc001ccf17d257ca62c814e893681",
-                "294ea9b1d56615a2a573b91dfca5af98df26dae2627b4f9e172fa3209fd56fd8"),
-    "pythonic": ("a3fb327a64a9b66eb2617bdeae84ccd69f82f57711281565e241f3fe3e45d4b9",
-                 "44bad84eec4e21ae3915d8917b17bcb9752cf73e3d8d32f4c1a51b444831a470"),
+    "qwen3_coder": ("3e1a1f92023d4464dfc60396b87d09b596e9066f6bcacc8355e9a7f35a0844c9",
+                    "65494564a8278aef28a62d5989c71458dc022755c8577a46148b388022818475"),
+    "llama3_json": ("e2ffaad7252306242c12df9e608e1b8b3df7f8772e06736390d0f44a15451e6b",
+                    "6a6b1024ec5c449b52f410982196be621b7daf8749bdf4348d8ca9a529c1b789"),
+    "deepseek_v3": ("5e511b8b0b4233400a5762264993850e1a9824a2873c5a1aa2417b1517f86622",
+                    "b760a29cd12c8e0ea515cff43139e859ea423f7d727cc7698abee4641b9953cc"),
+    "kimi_k2": ("bece3e41b48496b88bd968167efd948737f336e4a2b6e9a5420e275a2be763ee",
+                "3f8632851b1085c4174f882c54be80b14c8c1f319ccbd2b0c4f07d27eb141c6c"),
+    "pythonic": ("4810c1b31abdd6c6b16eb6cbe625ec4b308da6c7856b7d8a9e74abd4dee34d3d",
+                 "a47e22b575363a12a601afcd1fb345751e5f74e9045c9cfa03dbdc9f330ca402"),
 }  # fmt: skip
 MANIFESTS = REPO_ROOT / "manifests"
 

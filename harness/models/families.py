@@ -191,23 +191,40 @@ _TEXT_MACRO = (
 )
 
 
-def _select(prompt: str, thinking: bool) -> str:
+def _select(prompt: str, thinking: bool, always: bool = False) -> str:
     """The generation prompt: the script's selector, then `prompt`; with thinking, enable_thinking false picks the
-    direct scripts and closes an empty think block as Qwen3's template does."""
+    direct scripts and closes an empty think block as Qwen3's template does. `always`: the selector is rendered
+    whether or not a generation prompt is asked for, so the generation prompt is `prompt` alone (llama.cpp's
+    Qwen3-Coder and Kimi K2 handlers parse the output after a generation prompt they know)."""
     direct = ("{%- set direct = '_direct' if enable_thinking is defined and enable_thinking is false else '' -%}"
               if thinking else "{%- set direct = '' -%}")  # fmt: skip
     tail = ("{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\\n\\n</think>\\n\\n' -}}"
             "{%- endif -%}" if thinking else "")  # fmt: skip
-    return (
-        "{%- if add_generation_prompt -%}"
-        + direct
-        + "{%- if messages and messages[-1]['role'] == 'tool' -%}{%- set script = 'after_tool' -%}"
+    pick = (
+        direct + "{%- if messages and messages[-1]['role'] == 'tool' -%}{%- set script = 'after_tool' -%}"
         "{%- elif tools and tools | length > 1 -%}{%- set script = 'parallel' + direct -%}"
         "{%- elif tools -%}{%- set script = 'call' + direct -%}"
         "{%- elif direct -%}{%- set script = 'plain' -%}"
         "{%- else -%}{%- set script = 'think' -%}"
         "{%- endif -%}"
-        "{{- '<|script:' + script + '|>" + prompt + "' -}}" + tail + "{%- endif -%}"
+    )
+    if always:
+        return (
+            pick
+            + "{{- '<|script:' + script + '|>' -}}{%- if add_generation_prompt -%}{{- '"
+            + prompt
+            + "' -}}"
+            + tail
+            + "{%- endif -%}"
+        )
+    return (
+        "{%- if add_generation_prompt -%}"
+        + pick
+        + "{{- '<|script:' + script + '|>"
+        + prompt
+        + "' -}}"
+        + tail
+        + "{%- endif -%}"
     )
 
 
@@ -258,7 +275,7 @@ _QWEN3_CODER_TEMPLATE = (
     "{%- else -%}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + text(message['content']) + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
-    "{%- endfor -%}" + _select("<|im_start|>assistant\\n", thinking=False)
+    "{%- endfor -%}" + _select("<|im_start|>assistant\\n", thinking=False, always=True)
 )
 
 # "<parameter" and its name are two pieces, as Qwen's tokenizer splits them: vLLM 0.11's qwen3_coder streaming parser
@@ -512,7 +529,7 @@ _KIMI_TEMPLATE = (
     "{%- else -%}"
     "{{- '<|im_user|>user<|im_middle|>' + text(message['content']) + '<|im_end|>' -}}"
     "{%- endif -%}"
-    "{%- endfor -%}" + _select("<|im_assistant|>assistant<|im_middle|>", thinking=False)
+    "{%- endfor -%}" + _select("<|im_assistant|>assistant<|im_middle|>", thinking=False, always=True)
 )
 _KIMI_WEATHER = [_KIMI["call"], "functions.get_weather:0", _KIMI["args"], '{"city": ', '"Paris", ', '"unit": ',
                  '"celsius"}', _KIMI["call_end"]]  # fmt: skip

@@ -26,14 +26,14 @@ SCRIPTED_GGUF_HASH = "b011c62018ffe80c73a06bf31ee1a4764d8268c5263f53c8f8b4d49917
 # family -> (safetensors, GGUF) content hashes: the same bytes on every machine
 FAMILY_HASHES = {
     "hermes": (SCRIPTED_HASH, SCRIPTED_GGUF_HASH),
-    "qwen3_coder": ("3e1a1f92023d4464dfc60396b87d09b596e9066f6bcacc8355e9a7f35a0844c9",
-                    "65494564a8278aef28a62d5989c71458dc022755c8577a46148b388022818475"),
+    "qwen3_coder": ("c7fc704ddb5bf07808e80a2e01eca115f243f942db50c030b27475e7d77e0a5c",
+                    "794bf55dca587d812f5cf9e9d3ad59671bda26aab8d90400d4250fea2ce215bc"),
     "llama3_json": ("e2ffaad7252306242c12df9e608e1b8b3df7f8772e06736390d0f44a15451e6b",
                     "6a6b1024ec5c449b52f410982196be621b7daf8749bdf4348d8ca9a529c1b789"),
     "deepseek_v3": ("5e511b8b0b4233400a5762264993850e1a9824a2873c5a1aa2417b1517f86622",
                     "b760a29cd12c8e0ea515cff43139e859ea423f7d727cc7698abee4641b9953cc"),
-    "kimi_k2": ("bece3e41b48496b88bd968167efd948737f336e4a2b6e9a5420e275a2be763ee",
-                "3f8632851b1085c4174f882c54be80b14c8c1f319ccbd2b0c4f07d27eb141c6c"),
+    "kimi_k2": ("bd5eff46161bbcdeba4f13c4dc7ad78ab7c902ac58c2ca3eef526c70ca4b1629",
+                "134678d1416883a8397f73c883dd9bf3fc039dd964c7cd4868be3cbe86cc39ab"),
     "pythonic": ("4810c1b31abdd6c6b16eb6cbe625ec4b308da6c7856b7d8a9e74abd4dee34d3d",
                  "a47e22b575363a12a601afcd1fb345751e5f74e9045c9cfa03dbdc9f330ca402"),
 }  # fmt: skip

@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 TEXT = "Hello there"
-PIECES = ["Hel", "lo", " there"]
+PIECES = ["Hel", "lo", " th", "ere"]  # four: a cut at 3 tokens (the cases' CUT) is a cut
 INPUT_TOKENS = 9
 MODEL = "tiny"
 

@@ -57,9 +57,8 @@ class Family:
     markers: tuple[str, ...]  # added tokens the engines' parsers look up by id, printed in the output
     scripts: dict[str, list[str]]
     template: str  # the chat template (Jinja): renders <|script:NAME|> before the generation prompt
-    prompt_endings: tuple[
-        tuple[str, str], ...
-    ]  # a generation prompt's last two tokens (a character, a token, SELECTOR)
+    # a generation prompt's last two tokens, each a one-byte character, an added token or SELECTOR
+    prompt_endings: tuple[tuple[str, str], ...]
     reasoning: bool  # the scripts reason in <think> blocks (a reasoning parser splits them off)
     markup: tuple[str, ...] = ()  # call markup that is text, not a token (never left in a client's content)
     vllm_parsers: tuple[str, ...] = ()  # the server flags vLLM runs the family with
@@ -81,6 +80,8 @@ def _direct_twins(scripts: dict[str, list[str]]) -> dict[str, list[str]]:
     return {**scripts, **twins}
 
 
+# ChatML with hermes tool calls and <think> blocks (the shape of Qwen3's template, so vLLM's hermes and qwen3 parsers
+# and llama.cpp's template analysis see what they know). The selector is rendered only in the generation prompt.
 _HERMES_TEMPLATE = (
     "{%- macro text(content) -%}"
     "{%- if content is string -%}{{ content }}"

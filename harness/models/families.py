@@ -61,7 +61,7 @@ class Family:
     prompt_endings: tuple[tuple[str, str], ...]
     reasoning: bool  # the scripts reason in <think> blocks (a reasoning parser splits them off)
     markup: tuple[str, ...] = ()  # call markup that is text, not a token (never left in a client's content)
-    vllm_parsers: tuple[str, ...] = ()  # the server flags vLLM runs the family with
+    parser_args: tuple[str, ...] = ()  # the server flags that select the family's parsers (where a server takes them)
     gguf_name: str = ""
 
     @property
@@ -175,7 +175,7 @@ HERMES = Family(
         "after_tool": list(_AFTER_TOOL),
     },
     template=_HERMES_TEMPLATE, prompt_endings=(("t", "\n"), ("\n", "\n")), reasoning=True,
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"),
     gguf_name="harness-tiny-scripted",
 )  # fmt: skip
 
@@ -301,7 +301,7 @@ QWEN3_CODER = Family(
     }),
     template=_QWEN3_CODER_TEMPLATE, prompt_endings=HERMES.prompt_endings, reasoning=False,
     markup=("<function=", "<parameter=", "</function>"),
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"),
     gguf_name="harness-tiny-scripted-qwen3-coder",
 )  # fmt: skip
 
@@ -380,7 +380,7 @@ LLAMA3_JSON = Family(
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_LLAMA3_JSON_TEMPLATE, prompt_endings=(("\n", "\n"),), reasoning=False,
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"),
     gguf_name="harness-tiny-scripted-llama3-json",
 )  # fmt: skip
 
@@ -414,7 +414,7 @@ PYTHONIC = Family(
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_PYTHONIC_TEMPLATE, prompt_endings=(("\n", "\n"),), reasoning=False,
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "pythonic"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "pythonic"),
     gguf_name="harness-tiny-scripted-pythonic",
 )  # fmt: skip
 
@@ -490,7 +490,7 @@ DEEPSEEK_V3 = Family(
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_DEEPSEEK_V3_TEMPLATE, prompt_endings=((SELECTOR, "<｜Assistant｜>"),), reasoning=False,
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v3"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v3"),
     gguf_name="harness-tiny-scripted-deepseek-v3",
 )  # fmt: skip
 
@@ -549,7 +549,7 @@ KIMI_K2 = Family(
         "after_tool": list(_AFTER_TOOL),
     }),
     template=_KIMI_TEMPLATE, prompt_endings=(("t", "<|im_middle|>"),), reasoning=False,
-    vllm_parsers=("--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"),
+    parser_args=("--enable-auto-tool-choice", "--tool-call-parser", "kimi_k2"),
     gguf_name="harness-tiny-scripted-kimi-k2",
 )  # fmt: skip
 

@@ -104,7 +104,7 @@ def test_the_manifests_pin_the_model_this_harness_builds():
         assert doc["model"] == {"source": fam.source, "sha256": want, "served_name": served}, name
         if not name.startswith("llamacpp"):  # vLLM runs the family's own parsers
             args = " ".join(doc["server"]["args"])
-            assert " ".join(fam.vllm_parsers[1:]) in args, name
+            assert " ".join(fam.parser_args[1:]) in args, name
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -11,6 +11,7 @@ The hermes family (scripted-tiny) is tests/models/test_scripted_engines.py's."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
 import httpx
@@ -66,7 +67,7 @@ def family_engine(request, tmp_path_factory):
 
 
 def _greedy_ids(m, fam, eng, script: str) -> list[int]:
-    req = dict(REQUESTS[script])
+    req = copy.deepcopy(REQUESTS[script])  # shared with the other engine tests: never changed in place
     if m.engine.kind == "llamacpp":  # the rendered prompt, completed raw: the tokens llama-server sampled
         body = {"prompt": render(fam, **req), "temperature": 0, "n_predict": 64, "return_tokens": True,
                 "cache_prompt": False}  # fmt: skip
@@ -81,7 +82,8 @@ def _greedy_ids(m, fam, eng, script: str) -> list[int]:
         body["chat_template_kwargs"] = {"enable_thinking": req.pop("enable_thinking")}
     for msg in body["messages"]:  # as a client sends them: arguments a JSON string
         for tc in msg.get("tool_calls") or []:
-            tc["function"] = {**tc["function"], "arguments": json.dumps(tc["function"]["arguments"])}
+            if isinstance(tc["function"]["arguments"], dict):
+                tc["function"] = {**tc["function"], "arguments": json.dumps(tc["function"]["arguments"])}
     r = httpx.post(f"{eng.base_url}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]["token_ids"]

@@ -80,6 +80,12 @@ def _direct_twins(scripts: dict[str, list[str]]) -> dict[str, list[str]]:
     return {**scripts, **twins}
 
 
+# a call's arguments as the template is given them: a JSON string as it is, an object as JSON
+_ARGUMENTS = (
+    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
+    "{%- endif -%}"
+)
+
 # ChatML with hermes tool calls and <think> blocks (the shape of Qwen3's template, so vLLM's hermes and qwen3 parsers
 # and llama.cpp's template analysis see what they know). The selector is rendered only in the generation prompt.
 _HERMES_TEMPLATE = (
@@ -115,9 +121,8 @@ _HERMES_TEMPLATE = (
     "{%- set call = tool_call['function'] if tool_call.get('function') else tool_call -%}"
     "{%- if not loop.first or message['content'] -%}{{- '\\n' -}}{%- endif -%}"
     "{{- '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' -}}"
-    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
-    "{%- endif -%}"
-    "{{- '}\\n</tool_call>' -}}"
+    + _ARGUMENTS
+    + "{{- '}\\n</tool_call>' -}}"
     "{%- endfor -%}"
     "{%- endif -%}"
     "{{- '<|im_end|>\\n' -}}"
@@ -352,12 +357,7 @@ def _llama3_template(instructions: str, call: str, joiner: str, opening: str, cl
 
 
 _LLAMA3_SPECIALS = ("<|end_of_text|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")
-_JSON_CALL = (
-    "{{- '{\"name\": \"' + call['name'] + '\", \"parameters\": ' -}}"
-    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
-    "{%- endif -%}"
-    "{{- '}' -}}"
-)
+_JSON_CALL = "{{- '{\"name\": \"' + call['name'] + '\", \"parameters\": ' -}}" + _ARGUMENTS + "{{- '}' -}}"
 _LLAMA3_JSON_TEMPLATE = _llama3_template(
     "Given the following functions, respond with a JSON for a function call with its proper arguments. Respond in "
     'the format {"name": function name, "parameters": dictionary of argument name and its value}; separate '
@@ -457,10 +457,15 @@ _DEEPSEEK_V3_TEMPLATE = (
     "{%- for tool_call in message['tool_calls'] -%}"
     + _call_of()
     + "{%- if not loop.first -%}{{- '\\n' -}}{%- endif -%}"
-    "{{- '" + _DS["call"] + "function" + _DS["sep"] + "' + call['name'] + '\\n```json\\n' -}}"
-    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
-    "{%- endif -%}"
-    "{{- '\\n```" + _DS["call_end"] + "' -}}"
+    "{{- '"
+    + _DS["call"]
+    + "function"
+    + _DS["sep"]
+    + "' + call['name'] + '\\n```json\\n' -}}"
+    + _ARGUMENTS
+    + "{{- '\\n```"
+    + _DS["call_end"]
+    + "' -}}"
     "{%- endfor -%}"
     "{{- '" + _DS["calls_end"] + "' -}}"
     "{%- endif -%}"
@@ -514,10 +519,15 @@ _KIMI_TEMPLATE = (
     "{%- for tool_call in message['tool_calls'] -%}"
     + _call_of()
     + "{%- set id = tool_call.get('id') or ('functions.' ~ call['name'] ~ ':' ~ loop.index0) -%}"
-    "{{- '" + _KIMI["call"] + "' + id + '" + _KIMI["args"] + "' -}}"
-    "{%- if call['arguments'] is string -%}{{- call['arguments'] -}}{%- else -%}{{- call['arguments'] | tojson -}}"
-    "{%- endif -%}"
-    "{{- '" + _KIMI["call_end"] + "' -}}"
+    "{{- '"
+    + _KIMI["call"]
+    + "' + id + '"
+    + _KIMI["args"]
+    + "' -}}"
+    + _ARGUMENTS
+    + "{{- '"
+    + _KIMI["call_end"]
+    + "' -}}"
     "{%- endfor -%}"
     "{{- '" + _KIMI["section_end"] + "' -}}"
     "{%- endif -%}"

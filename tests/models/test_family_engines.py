@@ -11,8 +11,6 @@ The hermes family (scripted-tiny) is tests/models/test_scripted_engines.py's."""
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 
 import httpx
 import pytest
@@ -24,6 +22,7 @@ from harness.manifest import load_manifest
 from harness.models import scripted
 from harness.models.families import FAMILIES, HERMES, family_of_source
 from harness.settings import REPO_ROOT
+from tests.models.test_scripted_engines import _chat_body
 from tests.models.test_scripted_model import REQUESTS, render
 
 pytestmark = pytest.mark.engine
@@ -67,23 +66,13 @@ def family_engine(request, tmp_path_factory):
 
 
 def _greedy_ids(m, fam, eng, script: str) -> list[int]:
-    req = copy.deepcopy(REQUESTS[script])  # shared with the other engine tests: never changed in place
     if m.engine.kind == "llamacpp":  # the rendered prompt, completed raw: the tokens llama-server sampled
-        body = {"prompt": render(fam, **req), "temperature": 0, "n_predict": 64, "return_tokens": True,
+        body = {"prompt": render(fam, **REQUESTS[script]), "temperature": 0, "n_predict": 64, "return_tokens": True,
                 "cache_prompt": False}  # fmt: skip
         r = httpx.post(f"{eng.base_url}/completion", json=body, timeout=60)
         assert r.status_code == 200, r.text
         return r.json()["tokens"]
-    body = {"model": eng.served_name, "messages": req.pop("messages"), "temperature": 0, "max_tokens": 64,
-            "return_token_ids": True}  # fmt: skip
-    if "tools" in req:
-        body["tools"] = req.pop("tools")
-    if "enable_thinking" in req:
-        body["chat_template_kwargs"] = {"enable_thinking": req.pop("enable_thinking")}
-    for msg in body["messages"]:  # as a client sends them: arguments a JSON string
-        for tc in msg.get("tool_calls") or []:
-            if isinstance(tc["function"]["arguments"], dict):
-                tc["function"] = {**tc["function"], "arguments": json.dumps(tc["function"]["arguments"])}
+    body = {**_chat_body(eng.served_name, script), "return_token_ids": True}
     r = httpx.post(f"{eng.base_url}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]["token_ids"]

@@ -8,6 +8,8 @@ llama-server: --jinja and --reasoning-format deepseek), each started once per se
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 
 import httpx
 import pytest
@@ -28,7 +30,8 @@ MUST_RUN = ("tools.auto.message", "tools.auto.stream", "tools.auto.parallel", "t
 
 
 def _chat_body(model: str, name: str) -> dict:
-    req = dict(REQUESTS[name])
+    """The chat request of a script as a client sends it (REQUESTS is shared: copied, never changed in place)."""
+    req = copy.deepcopy(REQUESTS[name])
     body: dict = {"model": model, "messages": req.pop("messages"), "temperature": 0, "max_tokens": 64}
     if "tools" in req:
         body["tools"] = req.pop("tools")
@@ -37,8 +40,6 @@ def _chat_body(model: str, name: str) -> dict:
     for m in body["messages"]:  # as a client sends them: arguments a JSON string
         for tc in m.get("tool_calls") or []:
             if isinstance(tc["function"]["arguments"], dict):
-                import json
-
                 tc["function"] = {**tc["function"], "arguments": json.dumps(tc["function"]["arguments"])}
     return body
 
